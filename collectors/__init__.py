@@ -1,0 +1,1 @@
+"""Collectors: each module turns one source (case file, environment, files) into typed facts."""

@@ -1,0 +1,125 @@
+"""Turn a validated case (plus what the machine tells) into engine facts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from qcdoctor.engine.fact_types import PACKAGES, USER_CHECKS
+
+from .case_file import Case
+from .environment import detect_march, installed_versions
+from .platform import platform_fact
+from .stages import derive_stage_facts
+from .versions import version_fact
+
+SUFFICIENT_EVIDENCE = ("dataset_eval", "reproducible_badcase", "multi_frame_visual")
+TORCH_STAGES = ("float", "calib", "qat", "qat_export")
+
+
+def case_fact(case: Case) -> dict:
+    deploy = case.get("deploy", {})
+    return {"type": "case", "symptom_given": bool(case.get("symptom", "").strip()),
+            "badcase": case.get("badcase", "unknown"), "retrain": case.get("retrain", "unknown"),
+            "fake_quant_state": case.get("fake_quant_state", "unknown"),
+            "input_format_differs": case.get("input_format_differs", False),
+            "has_task_input": case.get("has_task_input", False),
+            "deploy_given": any(k in deploy for k in ("train", "board", "nodes", "description",
+                                                       "script")),
+            "language": case.get("language", "zh"), "source": case.source("case")}
+
+
+def evidence_facts(case: Case) -> list[dict]:
+    kinds = case.get("evidence", [])
+    src = case.source("evidence")
+    facts = [{"type": "evidence", "kind": k, "source": src} for k in dict.fromkeys(kinds)]
+    sufficient = any(k in SUFFICIENT_EVIDENCE for k in kinds)
+    facts.append({"type": "evidence_summary", "given": bool(kinds), "sufficient": sufficient,
+                  "single_frame_only": bool(kinds) and not sufficient, "source": src})
+    return facts
+
+
+def platform_facts(case: Case, environ, cwd: Path | None) -> list[dict]:
+    given = case.get("platform", {})
+    if given:
+        return [platform_fact(given.get("chip"), given.get("march"), case.source("platform"))]
+    found = detect_march(case.folder, cwd, environ)
+    if found:
+        return [platform_fact(None, found[0], found[1])]
+    return [platform_fact(None, None, "not given")]
+
+
+def version_facts(case: Case, installed: dict | None) -> list[dict]:
+    given = case.get("versions", {})
+    installed = installed_versions() if installed is None else installed
+    facts = []
+    for package in PACKAGES:
+        if package in given:
+            facts.append(version_fact(package, given[package], case.source(f"versions.{package}")))
+        elif package in installed:
+            facts.append(version_fact(package, *installed[package]))
+        else:
+            facts.append(version_fact(package, None, "not given"))
+    return facts
+
+
+def user_check_facts(case: Case) -> list[dict]:
+    given = case.get("user_checks", {})
+    facts = [{"type": "user_check", "check": c, "value": given.get(c, "unknown"),
+              "source": case.source(f"user_checks.{c}") if c in given else "not given"}
+             for c in USER_CHECKS]
+    values = [f["value"] for f in facts]
+    facts.append({"type": "user_checks_summary", "any_failed": "no" in values,
+                  "all_confirmed": all(v == "yes" for v in values),
+                  "source": case.source("user_checks")})
+    return facts
+
+
+def consistency_fact(case: Case) -> dict:
+    current = case.get("consistency_level")
+    tried = set(case.get("consistency_levels_tried", []))
+    if current is not None:
+        tried.add(current)
+    return {"type": "consistency_history", "current": -1 if current is None else current,
+            "highest_tried": max(tried, default=-1), "tried_0": 0 in tried, "tried_1": 1 in tried,
+            "tried_2": 2 in tried, "any": bool(tried),
+            "source": case.source("consistency_levels_tried")}
+
+
+def analysis_facts(case: Case) -> list[dict]:
+    facts, summary = [], {}
+    for i, run in enumerate(case.get("analyses_run", [])):
+        kind = run.get("type") or _guess_type(run["baseline"], run["analysis"])
+        facts.append({"type": "analysis_run", "analysis_model_type": kind,
+                      "baseline": run["baseline"], "analysis": run["analysis"],
+                      "sensitivity": run.get("sensitivity", False),
+                      "separate_runs": run.get("separate_runs", False),
+                      "out_dir": run.get("out_dir", ""),
+                      "mixes_torch_and_bc": (run["baseline"] in TORCH_STAGES)
+                      != (run["analysis"] in TORCH_STAGES),
+                      "source": case.source(f"analyses_run[{i}].baseline")})
+        runs, sens = summary.get(kind, (0, False))
+        summary[kind] = (runs + 1, sens or run.get("sensitivity", False))
+    facts += [{"type": "analysis_summary", "analysis_model_type": kind, "runs": runs,
+               "with_sensitivity": sens, "source": case.source("analyses_run")}
+              for kind, (runs, sens) in sorted(summary.items())]
+    return facts
+
+
+def _guess_type(baseline: str, analysis: str) -> str:
+    if analysis == "quantized_bc":
+        return "convert"
+    if analysis == "qat_bc":
+        return "export"
+    if analysis == "qat_export":
+        return "pre_export"
+    return "fake_quant"
+
+
+def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,
+                  installed: dict | None = None) -> list[dict]:
+    """Every fact of a case; ``environ``/``installed`` are injectable for tests."""
+    environ = os.environ if environ is None else environ
+    return (derive_stage_facts(case) + [case_fact(case)] + evidence_facts(case)
+            + platform_facts(case, environ, cwd) + version_facts(case, installed)
+            + user_check_facts(case) + [consistency_fact(case)] + analysis_facts(case))

@@ -1,0 +1,148 @@
+"""Read and validate ``case.yaml`` (schema ``qcdoctor/case-v1``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from qcdoctor.engine.errors import QcdoctorError
+from qcdoctor.engine.fact_types import (ANALYSIS_TYPES, CHIPS, EVIDENCE_KINDS, MARCHES,
+                                        PACKAGES, STAGES, STATUSES, USER_CHECKS)
+
+from .yaml_schema import (Choice, Flag, ListOf, Mapping, Number, Text, Version,
+                          load_document)
+
+SCHEMA_ID = "qcdoctor/case-v1"
+CASE_FILE = "case.yaml"
+TRISTATE = Choice(("yes", "no", "unknown"))
+
+_side = Mapping({
+    "color": Choice(("rgb", "bgr", "yuv444", "nv12", "gray", "featuremap")),
+    "layout": Choice(("NCHW", "NHWC")),
+    "mean": ListOf(Number(), scalar_ok=True),
+    "std": ListOf(Number(), scalar_ok=True),
+    "divisor": Number(),
+    "resize": Text(),
+    "padding": Text(),
+    "input_scale": Number(minimum=0),
+    "height": Number(integer=True, minimum=1),
+    "width": Number(integer=True, minimum=1),
+})
+
+CASE_SCHEMA = Mapping({
+    "schema": Text(const=SCHEMA_ID),
+    "title": Text(),
+    "language": Choice(("zh", "en")),
+    "symptom": Text(),
+    "evidence": ListOf(Choice(EVIDENCE_KINDS), scalar_ok=True),
+    "badcase": Choice(("available", "dataset_only", "none")),
+    "platform": Mapping({"chip": Choice(CHIPS[:-1]), "march": Choice(MARCHES[:-1])}),
+    "versions": Mapping({p: Version() for p in PACKAGES}),
+    "stages": Mapping({s: Mapping({"metric": Text(), "value": Number(),
+                                   "status": Choice(STATUSES)}) for s in STAGES}),
+    "tolerance": Mapping({"abs": Number(minimum=0), "rel": Number(minimum=0)}, one_of=True),
+    "higher_is_better": Flag(),
+    "retrain": TRISTATE,
+    "consistency_level": Number(integer=True, minimum=0, maximum=2),
+    "consistency_levels_tried": ListOf(Number(integer=True, minimum=0, maximum=2),
+                                       scalar_ok=True),
+    "fake_quant_state": Choice(("validation", "float", "unknown")),
+    "input_format_differs": Flag(),
+    "has_task_input": Flag(),
+    "analyses_run": ListOf(Mapping({
+        "type": Choice(ANALYSIS_TYPES), "baseline": Choice(STAGES),
+        "analysis": Choice(STAGES), "out_dir": Text(), "sensitivity": Flag(),
+        "separate_runs": Flag()})),
+    "user_checks": Mapping({c: TRISTATE for c in USER_CHECKS}),
+    "deploy": Mapping({
+        "train": _side, "board": _side,
+        "nodes": Mapping({"inserted": ListOf(Text(), scalar_ok=True),
+                          "removed": ListOf(Text(), scalar_ok=True)}),
+        "postprocess_same": TRISTATE,
+        "description": Text(),
+        "script": Text(),
+    }),
+    "artifacts": Mapping({
+        "quant_analysis": ListOf(Text(), scalar_ok=True),
+        "model_check_result": Text(),
+        "fx_graph": Text(),
+        "dumps": Mapping(values=Text()),
+    }),
+})
+
+
+@dataclass
+class Case:
+    """A validated case: its values, where each key stands, and its folder."""
+    folder: Path
+    file: Path | None
+    data: dict
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def source(self, key: str) -> str:
+        """Provenance of a key path, e.g. ``case.yaml:12 (stages.qat_bc)``."""
+        line = self.lines.get(key)
+        name = self.file.name if self.file else CASE_FILE
+        return f"{name}:{line} ({key})" if line else f"{name} ({key})"
+
+    def get(self, key: str, default=None):
+        return self.data.get(key, default)
+
+
+def resolve_case_path(path: str | Path) -> tuple[Path, Path]:
+    """A case is a folder holding case.yaml, or the case.yaml itself."""
+    path = Path(path)
+    if path.is_dir():
+        file = path / CASE_FILE
+        if not file.is_file():
+            raise QcdoctorError(f"no {CASE_FILE} in this folder", file=str(path),
+                                fix=f"create {file} (see 'qcdoctor triage --example convert_j6e_no_retrain' "
+                                    "for a model, or run 'qcdoctor intake')")
+        return path, file
+    if path.is_file():
+        return path.parent, path
+    raise QcdoctorError("no such case folder or file", file=str(path),
+                        fix="give a folder with case.yaml, or the path of a case.yaml")
+
+
+def load_case(path: str | Path) -> Case:
+    folder, file = resolve_case_path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise QcdoctorError(f"not UTF-8 text (byte {exc.start})", file=str(file),
+                            fix="save the file as UTF-8") from None
+    except OSError as exc:
+        raise QcdoctorError(f"cannot read: {exc.strerror}", file=str(file)) from None
+    return parse_case(text, file, folder)
+
+
+def parse_case(text: str, file: Path | None, folder: Path) -> Case:
+    shown = str(file) if file else CASE_FILE
+    data, lines = load_document(text, shown, CASE_SCHEMA)
+    case = Case(folder=folder, file=file, data=data, lines=lines)
+    _check_consistency(case, shown)
+    return case
+
+
+_MARCH_CHIPS = {"nash-e": {"J6E", "S100"}, "nash-m": {"J6M", "S100P"}, "nash-p": {"J6P", "S600"},
+                "nash-h": {"J6H"}, "nash-b": {"J6B"}, "nash-b-lite": {"J6B"},
+                "nash-b-plus": {"J6B"}}
+
+
+def _check_consistency(case: Case, shown: str) -> None:
+    platform = case.get("platform", {})
+    chip, march = platform.get("chip"), platform.get("march")
+    if chip and march and march in _MARCH_CHIPS and chip not in _MARCH_CHIPS[march]:
+        raise QcdoctorError(f"chip {chip} does not run march {march}", file=shown,
+                            line=case.lines.get("platform.march"), key="platform",
+                            fix=f"{march} is {'/'.join(sorted(_MARCH_CHIPS[march]))}; "
+                                "correct one of the two or drop the one you are unsure of")
+    for i, run in enumerate(case.get("analyses_run", [])):
+        for need in ("baseline", "analysis"):
+            if need not in run:
+                raise QcdoctorError(f"this analyses_run entry has no '{need}'", file=shown,
+                                    line=case.lines.get("analyses_run"),
+                                    key=f"analyses_run[{i}]",
+                                    fix="name the two stages compared, e.g. "
+                                        "{type: convert, baseline: qat_bc, analysis: quantized_bc}")

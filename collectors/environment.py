@@ -1,0 +1,78 @@
+"""Facts from the machine: installed Horizon packages, the board file, variables.
+
+The case file wins over all of these; each fact says where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import metadata
+from pathlib import Path
+
+from qcdoctor.engine.fact_types import MARCHES, PACKAGES
+
+BOARD_FILES = (".drobotics-s/.env.board", ".horizon/.env.board")
+BOARD_VARIABLES = ("HORIZON_BOARD_TYPE", "OE_BOARD_TYPE", "BOARD_TYPE")
+# keys of the first board in .env.board, most precise first
+_BOARD_KEYS = ("BPU_ARCH", "BOARD_TYPE")
+_LINE = re.compile(r"^\s*([A-Z][A-Z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+def installed_versions() -> dict[str, tuple[str, str]]:
+    """package -> (version, source) for the Horizon packages installed here."""
+    found = {}
+    for package in PACKAGES:
+        try:
+            found[package] = (metadata.version(package), f"installed package {package}")
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def read_env_board(path: Path) -> dict[str, tuple[str, int]]:
+    """KEY -> (value, line) of an .env.board file; comments and placeholders skipped."""
+    values = {}
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return values
+    for number, line in enumerate(lines, 1):
+        m = _LINE.match(line)
+        if m and not line.lstrip().startswith("#"):
+            value = m.group(2).strip().strip("'\"")
+            if value and not value.startswith("<"):
+                values.setdefault(m.group(1), (value, number))
+    return values
+
+
+def march_from_board_files(folders: list[Path]) -> tuple[str, str] | None:
+    """(march, source) from the first .env.board found, or None."""
+    for folder in folders:
+        for rel in BOARD_FILES:
+            path = folder / rel
+            if not path.is_file():
+                continue
+            values = read_env_board(path)
+            for key in _BOARD_KEYS:
+                if key in values and values[key][0] in MARCHES:
+                    value, line = values[key]
+                    return value, f"{path}:{line} ({key})"
+    return None
+
+
+def march_from_variables(environ=os.environ) -> tuple[str, str] | None:
+    for name in BOARD_VARIABLES:
+        value = environ.get(name, "").strip()
+        if value in MARCHES:
+            return value, f"environment variable {name}"
+    return None
+
+
+def detect_march(case_folder: Path, cwd: Path | None = None, environ=os.environ):
+    """March from .env.board (case folder, then working directory), then variables."""
+    folders = [case_folder]
+    cwd = cwd or Path.cwd()
+    if cwd.resolve() != case_folder.resolve():
+        folders.append(cwd)
+    return march_from_board_files(folders) or march_from_variables(environ)

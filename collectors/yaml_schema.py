@@ -1,0 +1,209 @@
+"""Validate a YAML document node by node, so every error names its line and key.
+
+PyYAML's safe loader loses line numbers and turns ``1e-5`` into text and ``4.10`` into
+4.1; walking the composed node tree keeps both the position and the raw text.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass, field
+
+import yaml
+
+from qcdoctor.engine.errors import QcdoctorError
+
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_NULL_TAG = "tag:yaml.org,2002:null"
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_TRUE = {"true", "yes", "on", "y"}
+_FALSE = {"false", "no", "off", "n"}
+
+
+class _Ctx:
+    def __init__(self, file: str):
+        self.file = file
+        self.lines: dict[str, int] = {}     # key path -> line, for provenance
+
+    def fail(self, node, key: str, problem: str, fix: str | None = None):
+        line = node.start_mark.line + 1 if node is not None else None
+        raise QcdoctorError(problem, file=self.file, line=line, key=key or None, fix=fix)
+
+
+def _is_null(node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.tag == _NULL_TAG
+
+
+class Spec:
+    doc = ""
+
+    def read(self, node, key: str, ctx: _Ctx):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def _scalar(self, node, key, ctx, what):
+        if not isinstance(node, yaml.ScalarNode):
+            ctx.fail(node, key, f"expected {what}, found a {'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}")
+        return node.value
+
+
+@dataclass
+class Text(Spec):
+    const: str | None = None
+    doc: str = "text"
+
+    def read(self, node, key, ctx):
+        value = self._scalar(node, key, ctx, "text")
+        if self.const is not None and value != self.const:
+            ctx.fail(node, key, f"expected {self.const!r}, found {value!r}",
+                     f"write {key}: {self.const}")
+        return value
+
+
+@dataclass
+class Choice(Spec):
+    choices: tuple
+
+    @property
+    def doc(self):
+        return " | ".join(self.choices)
+
+    def read(self, node, key, ctx):
+        value = self._scalar(node, key, ctx, "one of " + self.doc)
+        if node.tag == _BOOL_TAG and set(self.choices) >= {"yes", "no"}:
+            value = "yes" if value.lower() in _TRUE else "no"
+        if value not in self.choices:
+            close = difflib.get_close_matches(value, self.choices, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            ctx.fail(node, key, f"{value!r} is not allowed", f"{hint}use one of: {self.doc}")
+        return value
+
+
+@dataclass
+class Flag(Spec):
+    doc: str = "true | false"
+
+    def read(self, node, key, ctx):
+        value = self._scalar(node, key, ctx, "true or false")
+        low = value.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        ctx.fail(node, key, f"expected true or false, found {value!r}",
+                 "write true or false, or leave the key out when unknown")
+
+
+@dataclass
+class Number(Spec):
+    minimum: float | None = None
+    maximum: float | None = None
+    integer: bool = False
+
+    @property
+    def doc(self):
+        return "integer" if self.integer else "number"
+
+    def read(self, node, key, ctx):
+        raw = self._scalar(node, key, ctx, self.doc)
+        if node.tag == _BOOL_TAG:
+            ctx.fail(node, key, f"expected a {self.doc}, found the boolean {raw!r}")
+        try:
+            value = int(raw) if self.integer else float(raw)
+        except ValueError:
+            ctx.fail(node, key, f"expected a {self.doc}, found {raw!r}",
+                     "write a plain number such as 0.449" if not self.integer else
+                     "write a whole number")
+        if not math.isfinite(value):
+            ctx.fail(node, key, f"{raw!r} is not a finite number",
+                     "write the measured value; leave the key out when unknown")
+        if self.minimum is not None and value < self.minimum:
+            ctx.fail(node, key, f"{raw} is below the minimum {self.minimum:g}")
+        if self.maximum is not None and value > self.maximum:
+            ctx.fail(node, key, f"{raw} is above the maximum {self.maximum:g}")
+        return value
+
+
+_VERSION_RE = re.compile(r"^\d+(\.\d+)*([.+\-]?[0-9A-Za-z][0-9A-Za-z.+\-]*)?$")
+
+
+@dataclass
+class Version(Spec):
+    doc: str = "version such as 3.1.5"
+
+    def read(self, node, key, ctx):
+        raw = self._scalar(node, key, ctx, "a version")
+        if not _VERSION_RE.match(raw):
+            ctx.fail(node, key, f"{raw!r} is not a version", "write it as printed by pip, e.g. 4.4.1")
+        return raw
+
+
+@dataclass
+class ListOf(Spec):
+    item: Spec
+    scalar_ok: bool = False     # a single scalar counts as a one-item list
+
+    @property
+    def doc(self):
+        return f"list of {self.item.doc}"
+
+    def read(self, node, key, ctx):
+        if self.scalar_ok and isinstance(node, yaml.ScalarNode):
+            return [self.item.read(node, key, ctx)]
+        if not isinstance(node, yaml.SequenceNode):
+            ctx.fail(node, key, f"expected a list ({self.doc})", f"write {key}: [ ... ]")
+        return [self.item.read(child, f"{key}[{i}]", ctx) for i, child in enumerate(node.value)
+                if not _is_null(child)]
+
+
+@dataclass
+class Mapping(Spec):
+    fields: dict = field(default_factory=dict)
+    values: Spec | None = None          # free keys, all of this spec
+    one_of: bool = False                # at most one key may be given
+    doc: str = "mapping"
+
+    def read(self, node, key, ctx):
+        if not isinstance(node, yaml.MappingNode):
+            ctx.fail(node, key, "expected a mapping (key: value lines)")
+        out, seen = {}, {}
+        for knode, vnode in node.value:
+            name = knode.value if isinstance(knode, yaml.ScalarNode) else None
+            path = f"{key}.{name}" if key else str(name)
+            if name is None:
+                ctx.fail(knode, key, "keys must be plain names")
+            if name in seen:
+                ctx.fail(knode, path, f"given twice (first on line {seen[name]})",
+                         "keep one of them; the file is not changed")
+            seen[name] = ctx.lines[path] = knode.start_mark.line + 1
+            spec = self.fields.get(name, self.values)
+            if spec is None:
+                close = difflib.get_close_matches(name, list(self.fields), n=1)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                ctx.fail(knode, path, "unknown key",
+                         f"{hint}allowed here: {', '.join(self.fields)}")
+            if _is_null(vnode):
+                continue
+            out[name] = spec.read(vnode, path, ctx)
+        if self.one_of and len(out) > 1:
+            ctx.fail(node, key, f"give only one of {', '.join(self.fields)}")
+        return out
+
+
+def load_document(text: str, file: str, spec: Mapping) -> tuple[dict, dict[str, int]]:
+    """Compose ``text`` and read it with ``spec``: (values, key path -> line)."""
+    ctx = _Ctx(file)
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise QcdoctorError(f"not valid YAML: {exc.problem or exc}", file=file,
+                            line=mark.line + 1 if mark else None,
+                            fix="check indentation and quoting around this line") from None
+    except yaml.YAMLError as exc:
+        raise QcdoctorError(f"not valid YAML: {exc}", file=file) from None
+    if node is None or _is_null(node):
+        return {}, {}
+    return spec.read(node, "", ctx), ctx.lines

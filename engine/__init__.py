@@ -1,0 +1,1 @@
+"""Engine: rule loading, the durable_rules wrapper, diagnosis building, reports and the CLI."""

@@ -1,0 +1,170 @@
+"""From facts to the Diagnosis: run the rules, resolve the conclusion, assemble the report.
+
+The Diagnosis is a plain dict in the shape of the JSON report (schema
+``qcdoctor/report-v1``); the Markdown and HTML reports are rendered from it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from qcdoctor import __version__
+
+from .rulebook import Rule, load_rules
+from .runner import Hit, RuleRunner, canonical, engine_fact
+from .snippets import render_snippet
+from .text import render
+
+REPORT_SCHEMA = "qcdoctor/report-v1"
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+_OVERRIDDEN = {"zh": "（已被优先级更高的结论覆盖）", "en": "(overridden by a higher-priority conclusion) "}
+_FALLBACK = {"zh": "没有规则能从现有事实得出阶段。", "en": "No rule could place the problem from the facts given."}
+
+
+@lru_cache(maxsize=1)
+def bundled_runner() -> RuleRunner:
+    return RuleRunner(load_rules())
+
+
+def conclusion_fact(hits: list[Hit]) -> dict | None:
+    """The winning conclusion among hits: highest priority, then lowest rule id."""
+    for hit in hits:
+        if "conclusion" in hit.rule.then:
+            c = hit.rule.then["conclusion"]
+            return {"type": "conclusion", "stage": c["stage"], "determined": c["determined"],
+                    "suspect": c.get("suspect", ""), "source": f"rule {hit.rule.id}"}
+    return None
+
+
+def run_rules(facts: list[dict], runner: RuleRunner | None = None) -> list[Hit]:
+    """Hits of every rule; the conclusion is fed back as a fact once all its producers ran."""
+    runner = runner or bundled_runner()
+    producers = [r.stratum for r in runner.rules if "conclusion" in r.then]
+    last = max(producers, default=-1)
+
+    def derive(stratum: int, hits_so_far: list[Hit]) -> list[dict]:
+        found = conclusion_fact(sorted(hits_so_far, key=lambda h: h.sort_key))
+        return [found] if stratum == last and found else []
+    return runner.run(facts, derive)
+
+
+def _text(rule: Rule, key: str, lang: str, bindings: dict) -> str:
+    return render(getattr(rule, key)[lang], bindings)
+
+
+def _fill(value, bindings):
+    if isinstance(value, str) and "{" in value:
+        return render(value, bindings)
+    if isinstance(value, dict):
+        return {k: _fill(v, bindings) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, bindings) for v in value]
+    return value
+
+
+def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: dict,
+                 case_context: dict, files: list[str]) -> dict:
+    conclusion = conclusion_fact(hits)
+    stage = conclusion["stage"] if conclusion else "undetermined"
+    report = {
+        "schema": REPORT_SCHEMA,
+        "tool": {"name": "qcdoctor", "version": __version__},
+        "case": case_info,
+        "language": lang,
+        "conclusion": {"stage": stage,
+                       "suspect": conclusion["suspect"] if conclusion else "",
+                       "determined": conclusion["determined"] if conclusion else False,
+                       "evidence": []},
+        "missing": [], "next_actions": [], "consistency": None, "findings": [],
+        "checklist": [], "pitfalls": [], "artifacts": {"stage": stage, "keep": []},
+        "facts": facts, "trace": [],
+    }
+    if conclusion:
+        report["facts"] = facts + [conclusion]
+    # bound facts come back from the engine without provenance: look it up
+    with_source = {canonical(engine_fact(f)): f for f in report["facts"]}
+    winner = conclusion["source"].split()[-1] if conclusion else None
+    seen: dict[str, set] = {}
+
+    def first(kind: str, key: str) -> bool:
+        bucket = seen.setdefault(kind, set())
+        if key in bucket:
+            return False
+        bucket.add(key)
+        return True
+
+    for hit in hits:
+        rule, b, then = hit.rule, hit.facts, hit.rule.then
+        produced = _fill(then, b)
+        bound = [with_source.get(canonical(f), f) for f in b.values()]
+        report["trace"].append({"rule": rule.id, "facts": bound, "produced": produced})
+        message = _text(rule, "message", lang, b)
+        if "conclusion" in then and first("evidence", message):
+            prefix = "" if rule.id == winner else _OVERRIDDEN[lang]
+            report["conclusion"]["evidence"].append({"rule": rule.id, "text": prefix + message,
+                                                     "severity": rule.severity})
+        if "evidence" in then and stage in then["evidence"]["for_stage"] and \
+                first("evidence", message):
+            report["conclusion"]["evidence"].append({"rule": rule.id, "text": message,
+                                                     "severity": rule.severity})
+        if "missing" in then and first("missing", then["missing"]):
+            report["missing"].append({"id": then["missing"], "question": message,
+                                      "why": _text(rule, "rationale", lang, b), "rule": rule.id})
+        if "next_action" in then and first("action", produced["next_action"]["id"]):
+            report["next_actions"].append(_action(rule, produced["next_action"], message,
+                                                  case_context))
+        if "consistency" in then and report["consistency"] is None:
+            c = produced["consistency"]
+            report["consistency"] = {
+                "applicable": c.get("applicable"), "level": c.get("level"),
+                "requires_retrain": c.get("requires_retrain"),
+                "prerequisites_met": c.get("prerequisites_met"), "text": message,
+                "old_level": c.get("old_level"), "rule": rule.id}
+        if "finding" in then and first("finding", rule.id + message):
+            report["findings"].append({"rule": rule.id, "severity": rule.severity,
+                                       "title": rule.title[lang], "text": message,
+                                       "evidence": produced["finding"] or {}})
+        if "pitfall" in then and first("pitfall", then["pitfall"]):
+            report["pitfalls"].append({"id": then["pitfall"], "text": message,
+                                       "correct_practice": (rule.fix or rule.rationale)[lang],
+                                       "rule": rule.id, "severity": rule.severity})
+        if "keep" in then and first("keep", rule.id):
+            for item in then["keep"]["items"]:
+                path = _present(item.get("patterns", []), files)
+                report["artifacts"]["keep"].append({"name": item["name"], "present": bool(path),
+                                                    "path": path})
+    if not report["conclusion"]["evidence"]:
+        report["conclusion"]["evidence"].append({"rule": "", "text": _FALLBACK[lang],
+                                                 "severity": "warning"})
+    return report
+
+
+def _action(rule: Rule, action: dict, message: str, case_context: dict) -> dict:
+    out = {"id": action["id"], "kind": action["kind"]}
+    for key in ("analysis_model_type", "baseline", "analysis", "stage_to_evaluate"):
+        if action.get(key):
+            out[key] = action[key]
+    out["text"] = message
+    if action.get("snippet"):
+        out["code"] = render_snippet(action["snippet"], action, case_context)
+    out["rule"] = rule.id
+    return out
+
+
+def _present(patterns: list[str], files: list[str]) -> str | None:
+    """The first case-folder file matching one of the patterns (fnmatch on the name)."""
+    from fnmatch import fnmatch
+    for pattern in patterns:
+        for rel in files:
+            if fnmatch(Path(rel).name.lower(), pattern.lower()) or fnmatch(rel.lower(), pattern.lower()):
+                return rel
+    return None
+
+
+def max_severity(report: dict) -> int:
+    """Severity of the most serious reported item, -1 when nothing was reported."""
+    items = report["conclusion"]["evidence"][:1] + report["findings"] + report["pitfalls"]
+    ranks = [SEVERITY_RANK[i["severity"]] for i in items if i.get("severity")]
+    ranks += [SEVERITY_RANK["error"] for c in report["checklist"] if c["status"] == "fail"]
+    return max(ranks, default=-1)

@@ -1,0 +1,78 @@
+"""A thin, guarded wrapper around durable_rules 2.0.28.
+
+durable_rules is unmaintained and has traps, each guarded here:
+- ``Host()`` starts two timer threads that re-arm forever: ``QuietHost`` starts none
+  and is created once per process;
+- its ruleset and fact JSON go through ``json.dumps``, whose ``1e-05`` the C parser
+  rejects: everything goes through ``jsonfmt.dumps`` instead;
+- facts are asserted one at a time (batch asserts crash on some inputs) and each
+  case's state is deleted in a ``finally`` (it leaks ~1.6 MB per case otherwise);
+- asserting a fact no rule reads raises ``MessageNotHandledException`` and an
+  identical fact ``MessageObservedException``: both are normal here;
+- ``durable.lang`` is never imported (its ``from ... import *`` rebinds all/any).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import durable_rules_engine
+from durable import engine as _durable
+
+from . import jsonfmt
+
+
+class _SafeRuleset(_durable.Ruleset):
+    def __init__(self, name, host, ruleset_definition):  # noqa: D401 - mirrors the base
+        self._actions = {}
+        self._name = name
+        self._host = host
+        for rule_name, rule in ruleset_definition.items():
+            self._actions[rule_name] = _durable.Promise(rule.pop("run"))
+        self._handle = durable_rules_engine.create_ruleset(name, jsonfmt.dumps(ruleset_definition))
+        self._definition = ruleset_definition
+
+    def assert_fact(self, fact):
+        return self._handle_result(
+            durable_rules_engine.assert_fact(self._handle, jsonfmt.dumps(fact)), fact)
+
+
+class QuietHost(_durable.Host):
+    """A Host without background dispatch or timer threads."""
+
+    def _run(self):
+        return None
+
+    def register_rulesets(self, ruleset_definitions):
+        for name, definition in ruleset_definitions.items():
+            if name in self._ruleset_directory:
+                raise ValueError(f"ruleset {name} already registered")
+            ruleset = _SafeRuleset(name, self, definition)
+            self._ruleset_directory[name] = ruleset
+            self._ruleset_list.append(ruleset)
+        return list(ruleset_definitions)
+
+    def assert_one(self, ruleset_name: str, fact: dict) -> None:
+        """Assert one fact; 'no rule reads it' and 'already known' are not errors."""
+        try:
+            self.assert_fact(ruleset_name, fact)
+        except (_durable.MessageNotHandledException, _durable.MessageObservedException):
+            pass
+
+
+_host: QuietHost | None = None
+_lock = threading.Lock()
+_names = iter(range(1, 1 << 62))
+
+
+def host() -> QuietHost:
+    global _host
+    with _lock:
+        if _host is None:
+            _host = QuietHost()
+        return _host
+
+
+def unique_name(prefix: str) -> str:
+    with _lock:
+        return f"{prefix}_{next(_names)}"

@@ -1,0 +1,35 @@
+"""The example cases bundled with qcdoctor (examples/<name>/case.yaml)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from .errors import QcdoctorError
+
+
+def _root():
+    return resources.files("qcdoctor.examples")
+
+
+def example_names() -> list[str]:
+    return sorted(p.name for p in _root().iterdir()
+                  if p.is_dir() and (p / "case.yaml").is_file())
+
+
+def example_title(name: str) -> str:
+    data = yaml.safe_load((_root() / name / "case.yaml").read_text(encoding="utf-8")) or {}
+    return str(data.get("title", ""))
+
+
+@contextmanager
+def example_path(name: str):
+    """A real folder for the example (extracted if the package is zipped)."""
+    if name not in example_names():
+        raise QcdoctorError(f"no example named {name!r}",
+                            fix=f"choose one of: {', '.join(example_names())}")
+    with resources.as_file(_root() / name) as path:
+        yield Path(path)

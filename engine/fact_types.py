@@ -1,0 +1,140 @@
+"""The fact vocabulary: every fact type the collectors emit and the rules may read.
+
+Facts are flat dicts of scalars. Every fact sent to the engine carries every field of
+its type (no None): durable_rules compares JSON loosely (``"abc" > 10`` is true,
+``true == 1`` matches), so both facts and rule operands are type-checked against
+this table before they reach it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+STAGES = ("float", "calib", "qat", "qat_export", "qat_bc", "quantized_bc",
+          "nv12_bc", "qdq_removed_bc", "hbm_x86", "board")
+CONCLUSION_STAGES = ("calibration", "qat_training", "pre_export", "export", "convert",
+                     "nv12_insertion", "qdq_removal", "compile", "user_side", "none",
+                     "undetermined")
+STATUSES = ("normal", "abnormal", "unknown")
+TRISTATE = ("yes", "no", "unknown")
+ANALYSIS_TYPES = ("fake_quant", "pre_export", "export", "convert", "quantized", "hbir",
+                  "pt_lut")
+EVIDENCE_KINDS = ("dataset_eval", "reproducible_badcase", "multi_frame_visual", "single_frame")
+CHIPS = ("J6E", "J6M", "J6P", "J6H", "J6B", "S100", "S100P", "S600", "unknown")
+MARCHES = ("nash-e", "nash-m", "nash-p", "nash-h", "nash-b", "nash-b-lite", "nash-b-plus",
+           "nash-starry-p", "bayes", "bernoulli2", "unknown")
+PACKAGES = ("horizon-plugin-pytorch", "horizon-plugin-profiler", "hbdk4-compiler")
+USER_CHECKS = ("same_checkpoint", "same_qconfig", "same_march", "same_prepost")
+CHECKLIST_STATUSES = ("pass", "fail", "unknown", "not_applicable")
+
+
+@dataclass(frozen=True)
+class Field:
+    kind: str                       # str | int | float | bool
+    choices: tuple | None = None    # allowed values (str fields)
+    default: object = None
+
+    def check(self, value) -> str | None:
+        """Return why ``value`` does not fit, or None."""
+        if self.kind == "bool":
+            ok = isinstance(value, bool)
+        elif self.kind == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif self.kind == "float":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if ok and not math.isfinite(value):
+                return "must be a finite number (NaN/Inf are stated as booleans instead)"
+        else:
+            ok = isinstance(value, str)
+        if not ok:
+            return f"must be {self.kind}, got {type(value).__name__} {value!r}"
+        if self.choices is not None and value not in self.choices:
+            return f"must be one of {', '.join(map(str, self.choices))}; got {value!r}"
+        return None
+
+
+def _s(*choices, default="unknown"):
+    return Field("str", tuple(choices) if choices else None, default)
+
+
+def _b(default=False):
+    return Field("bool", None, default)
+
+
+def _i(default=-1):
+    return Field("int", None, default)
+
+
+def _f(default=0.0):
+    return Field("float", None, default)
+
+
+FACT_TYPES: dict[str, dict[str, Field]] = {
+    # one per chain stage, unknown ones included, so rules can say "X is unknown"
+    "stage": {"stage": _s(*STAGES), "status": _s(*STATUSES), "metric": _s(default=""),
+              "value": _f(), "has_value": _b(), "reference": _s(default=""),
+              "derived": _b()},
+    # summary of the stage table; first_abnormal / last_normal are "" when none
+    "stage_summary": {"known": _i(0), "normal": _i(0), "abnormal": _i(0),
+                      "first_abnormal": _s(default=""), "last_normal": _s(default=""),
+                      "reference_missing": _b()},
+    # the drop: last normal stage L -> first abnormal stage A
+    "transition": {"from": _s(*STAGES), "to": _s(*STAGES), "gap": _i(0),
+                   "skipped": _s(*STAGES, "", default=""),
+                   "bisect": _s(*STAGES, "", default="")},
+    "non_monotonic": {"abnormal": _s(*STAGES), "normal": _s(*STAGES)},
+    "evidence_summary": {"given": _b(), "sufficient": _b(), "single_frame_only": _b()},
+    "evidence": {"kind": _s(*EVIDENCE_KINDS)},
+    "case": {"symptom_given": _b(), "badcase": _s("available", "dataset_only", "none", "unknown"),
+             "retrain": _s(*TRISTATE), "fake_quant_state": _s("validation", "float", "unknown"),
+             "input_format_differs": _b(), "has_task_input": _b(), "deploy_given": _b(),
+             "language": _s("zh", "en", default="zh")},
+    "platform": {"chip": _s(*CHIPS), "march": _s(*MARCHES), "known": _b(),
+                 "strategy_chip": _b()},
+    "version": {"package": _s(*PACKAGES), "version": _s(default=""), "known": _b(),
+                "requirement": _s("hard", "recommended", "none", default="none"),
+                "minimum": _s(default=""), "meets": _s(*TRISTATE)},
+    "user_check": {"check": _s(*USER_CHECKS), "value": _s(*TRISTATE)},
+    "user_checks_summary": {"any_failed": _b(), "all_confirmed": _b()},
+    "consistency_history": {"current": _i(), "highest_tried": _i(), "tried_0": _b(),
+                            "tried_1": _b(), "tried_2": _b(), "any": _b()},
+    "analysis_run": {"analysis_model_type": _s(*ANALYSIS_TYPES), "baseline": _s(*STAGES),
+                     "analysis": _s(*STAGES), "sensitivity": _b(), "separate_runs": _b(),
+                     "out_dir": _s(default=""), "mixes_torch_and_bc": _b()},
+    "analysis_summary": {"analysis_model_type": _s(*ANALYSIS_TYPES), "runs": _i(0),
+                         "with_sensitivity": _b()},
+    # conclusion, derived from the stage rules' candidates before later rules run
+    "conclusion": {"stage": _s(*CONCLUSION_STAGES), "determined": _b(),
+                   "suspect": _s(default="")},
+}
+
+GATE_TYPE = "$gate"
+# carried with a fact for the report, never sent to the engine
+PROVENANCE_KEYS = ("source", "note", "basis", "drop", "limit")
+
+
+def normalise(fact: dict) -> dict:
+    """Fill defaults and check every field; raise ValueError naming the field."""
+    ftype = fact.get("type")
+    schema = FACT_TYPES.get(ftype)
+    if schema is None:
+        raise ValueError(f"unknown fact type {ftype!r}")
+    out = {"type": ftype}
+    for name, value in fact.items():
+        if name == "type" or name in PROVENANCE_KEYS:
+            continue
+        if name not in schema:
+            raise ValueError(f"fact type {ftype!r} has no field {name!r}; "
+                             f"fields: {', '.join(schema)}")
+    for name, spec in schema.items():
+        value = fact.get(name, spec.default)
+        if value is None:
+            value = spec.default
+        if spec.kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        problem = spec.check(value)
+        if problem:
+            raise ValueError(f"fact {ftype}.{name} {problem}")
+        out[name] = value
+    return out

@@ -1,0 +1,48 @@
+"""JSON that durable_rules' C parser accepts: floats always in positional notation.
+
+The parser rejects exponent notation such as ``1e-05`` (and crashes on it in batch
+asserts), and JSON has no NaN/Inf, so both are refused here before they reach it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+
+
+def format_float(value: float) -> str:
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"NaN/Inf cannot be sent to the rule engine: {value!r}")
+    text = repr(value)
+    if "e" in text or "E" in text:
+        text = format(Decimal(text), "f")
+    if "." not in text:
+        text += ".0"
+    return text
+
+
+def _encode(value) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return format_float(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)}: {_encode(v)}"
+                               for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_encode(v) for v in value) + "]"
+    raise TypeError(f"cannot encode {type(value).__name__} for the rule engine")
+
+
+def dumps(value) -> str:
+    """Serialise facts and rulesets for durable_rules."""
+    return _encode(value)

@@ -1,0 +1,162 @@
+"""Render a Diagnosis (the report dict) as Markdown, HTML or JSON."""
+
+from __future__ import annotations
+
+import html
+import json
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+
+from .fact_types import STAGES
+from .templating import environment, render_template
+from .vocabulary import CONCLUSION_LABELS, STAGE_LABELS
+
+FORMATS = ("md", "html", "json")
+
+
+@lru_cache(maxsize=1)
+def labels() -> dict:
+    text = (resources.files("qcdoctor.templates") / "labels.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def _one_line(value) -> str:
+    return " ".join(str(value).split())
+
+
+def _filters(for_html: bool) -> dict:
+    """``t`` user text, ``c`` inline code, ``cell`` table cell: escaped once for HTML."""
+    if for_html:
+        return {"t": lambda v: html.escape(_one_line(v)),
+                "c": lambda v: f"<code>{html.escape(_one_line(v))}</code>",
+                "cell": lambda v: html.escape(_one_line(v)).replace("|", "&#124;")}
+    return {"t": _one_line, "c": lambda v: f"`{_one_line(v).replace('`', chr(39))}`",
+            "cell": lambda v: _one_line(v).replace("|", "\\|")}
+
+
+def _facts_of(report: dict, ftype: str) -> list[dict]:
+    return [f for f in report["facts"] if f["type"] == ftype]
+
+
+def view_model(report: dict) -> dict:
+    lang = report["language"]
+    L = labels()[lang]
+    stages = {f["stage"]: f for f in _facts_of(report, "stage")}
+    rows = []
+    for s in STAGES:
+        f = stages.get(s)
+        if not f or (f["status"] == "unknown" and f["source"] == "not given"):
+            continue
+        rows.append({"label": STAGE_LABELS[s], "status": L["statuses"][f["status"]],
+                     "metric": f.get("metric") or "", "value": f"{f['value']:.6g}" if f["has_value"] else "",
+                     "note": _basis(f, L), "source": f["source"]})
+    platform = (_facts_of(report, "platform") or [{}])[0]
+    versions = [f"{v['package']} {v['version']}" if v["known"] else f"{v['package']} {L['not_given']}"
+                for v in _facts_of(report, "version")]
+    plat = (f"{platform.get('chip')} / {platform.get('march')}" if platform.get("known")
+            else L["not_given"])
+    case = (_facts_of(report, "case") or [{}])[0]
+    kinds = [f["kind"] for f in _facts_of(report, "evidence")]
+    checks = []
+    for run in _facts_of(report, "analysis_run"):
+        checks.append(f"{L['analysis_runs']} {run['analysis_model_type']}: "
+                      f"{STAGE_LABELS[run['baseline']]} vs {STAGE_LABELS[run['analysis']]}"
+                      f"{' (' + run['out_dir'] + ')' if run['out_dir'] else ''}, "
+                      f"{L['sensitivity_yes'] if run['sensitivity'] else L['sensitivity_no']}")
+    user = [f"{u['check']}={L[u['value']]}" for u in _facts_of(report, "user_check")
+            if u["value"] != "unknown"]
+    if user:
+        checks.append(f"{L['user_checks']}: {', '.join(user)}")
+    history = (_facts_of(report, "consistency_history") or [{}])[0]
+    tried = [str(i) for i in range(3) if history.get(f"tried_{i}")]
+    fixes = f"{L['levels_tried']}: {', '.join(tried)}" if tried else L["no_fixes"]
+    stage = report["conclusion"]["stage"]
+    has_qa = any(f["type"] in ("layer_origin", "sensitivity_summary") for f in report["facts"])
+    qa = (L["qa_not_applicable"] if stage in ("compile", "user_side") else
+          ("" if has_qa else L["qa_none"]))
+    sources = {}
+    for t in report["trace"]:
+        sources.setdefault(t["rule"], [f.get("source") for f in t["facts"] if f.get("source")])
+    for e in report["conclusion"]["evidence"]:
+        e.setdefault("sources", sources.get(e["rule"], []))
+    return {
+        "r": report, "L": L, "lang": lang,
+        "stage_label": CONCLUSION_LABELS[lang][stage],
+        "normal": [STAGE_LABELS[s] for s in STAGES if stages.get(s, {}).get("status") == "normal"],
+        "abnormal": [STAGE_LABELS[s] for s in STAGES if stages.get(s, {}).get("status") == "abnormal"],
+        "stage_rows": rows,
+        "platform_text": f"{plat}; {'; '.join(versions)}",
+        "badcase": case.get("badcase", "unknown"),
+        "evidence_kinds": ", ".join(kinds) or L["not_given"],
+        "checks": checks, "fixes_applied": fixes, "qa_summary": qa,
+        "consistency_line": _consistency_line(report, L),
+        "rules_fired": list(dict.fromkeys(t["rule"] for t in report["trace"])),
+    }
+
+
+def _basis(stage_fact: dict, L: dict) -> str:
+    basis = stage_fact.get("basis")
+    if not basis:
+        return L["basis"]["given"] if stage_fact["status"] != "unknown" else ""
+    if basis == "compared":
+        basis += "_abnormal" if stage_fact["status"] == "abnormal" else "_normal"
+    return L["basis"][basis].format(ref=STAGE_LABELS.get(stage_fact["reference"], ""),
+                                    drop=f"{stage_fact.get('drop', 0):.4g}",
+                                    limit=f"{stage_fact.get('limit', 0):.4g}")
+
+
+def _consistency_line(report: dict, L: dict) -> str:
+    c = report["consistency"]
+    if not c:
+        return ""
+    if c["applicable"] is False:
+        return L["not_applicable"]
+    if c["applicable"] is None or c["prerequisites_met"] is None and c["level"] is None:
+        return L["pending"]
+    if c["prerequisites_met"] is False:
+        return L["prereq_not_met"]
+    if c["level"] is None:
+        return L["pending"]
+    text = f"{L['level']}: {c['level']}"
+    plugin = next((v for v in _facts_of(report, "version")
+                   if v["package"] == "horizon-plugin-pytorch"), None)
+    if c.get("old_level") is not None and (plugin is None or plugin["meets"] != "yes"):
+        text += f" ({L['old_numbering']} {c['old_level']})"
+    text += f"; {L['requires_retrain'] if c['requires_retrain'] else L['no_retrain']}"
+    return text
+
+
+@lru_cache(maxsize=2)
+def _markdown_environment(for_html: bool):
+    env = environment().overlay()
+    env.filters.update(_filters(for_html))
+    return env
+
+
+def render_markdown(report: dict, for_html: bool = False) -> str:
+    template = _markdown_environment(for_html).get_template("report.md.j2")
+    return template.render(**view_model(report))
+
+
+def render_html(report: dict) -> str:
+    import markdown  # only HTML output needs it
+
+    body = markdown.markdown(render_markdown(report, for_html=True),
+                             extensions=["tables", "fenced_code"])
+    title = labels()[report["language"]]["title"]
+    return render_template("report.html.j2", autoescape=True, body=body, title=title,
+                           lang=report["language"])
+
+
+def render_json(report: dict) -> str:
+    return json.dumps(report, ensure_ascii=False, indent=2) + "\n"
+
+
+def render(report: dict, fmt: str) -> str:
+    if fmt == "json":
+        return render_json(report)
+    if fmt == "html":
+        return render_html(report)
+    return render_markdown(report)

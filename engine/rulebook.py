@@ -1,0 +1,209 @@
+"""Load and validate the rule files (one rule per YAML file under rules/<group>/)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from .errors import RuleError
+from .fact_types import CONCLUSION_STAGES, STAGES
+from .patterns import Pattern, parse_when
+from .vocabulary import ACTION_KINDS, GROUPS, MISSING_IDS, PITFALL_IDS, SEVERITIES
+
+ID_RE = re.compile(r"^[A-Z]{2}\d{3}$")
+FILE_RE = re.compile(r"^(?P<id>[A-Z]{2}\d{3})-[a-z0-9]+(?:-[a-z0-9]+)*\.yaml$")
+REQUIRED = ("id", "title", "message", "severity", "priority", "references", "rationale",
+            "when", "then", "examples")
+OPTIONAL = ("fix",)
+THEN_KEYS = ("conclusion", "missing", "next_action", "consistency", "finding", "pitfall",
+             "keep", "evidence")
+# a ``then`` output that later rules read back as a fact of this type
+PRODUCES_FACT = {"conclusion": "conclusion"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    group: str
+    path: str
+    title: dict
+    message: dict
+    severity: str
+    priority: int
+    references: tuple
+    rationale: dict
+    when: tuple[Pattern, ...]
+    then: dict
+    examples: dict
+    fix: dict | None = None
+    stratum: int = 0
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def reads(self) -> set[str]:
+        return {p.type for p in self.when}
+
+    @property
+    def produces(self) -> set[str]:
+        return {PRODUCES_FACT[k] for k in self.then if k in PRODUCES_FACT}
+
+
+def _bilingual(raw, key: str, where: str) -> dict:
+    if not isinstance(raw, dict) or set(raw) != {"zh", "en"} or not all(
+            isinstance(v, str) and v.strip() for v in raw.values()):
+        raise RuleError(f"'{key}' must have non-empty 'zh' and 'en' texts", file=where, key=key)
+    return raw
+
+
+def _check_then(then, where: str) -> dict:
+    if not isinstance(then, dict) or not then:
+        raise RuleError("'then' must be a non-empty mapping", file=where, key="then")
+    unknown = set(then) - set(THEN_KEYS)
+    if unknown:
+        raise RuleError(f"unknown output {sorted(unknown)}", file=where, key="then",
+                        fix=f"outputs: {', '.join(THEN_KEYS)}")
+    if "conclusion" in then:
+        c = then["conclusion"]
+        if not isinstance(c, dict) or c.get("stage") not in CONCLUSION_STAGES or \
+                not isinstance(c.get("determined"), bool):
+            raise RuleError("conclusion needs stage (report stage id) and determined (bool)",
+                            file=where, key="then.conclusion")
+    if "missing" in then and then["missing"] not in MISSING_IDS:
+        raise RuleError(f"missing must be one of {', '.join(MISSING_IDS)}", file=where,
+                        key="then.missing")
+    if "pitfall" in then and then["pitfall"] not in PITFALL_IDS:
+        raise RuleError(f"pitfall must be one of {', '.join(PITFALL_IDS)}", file=where,
+                        key="then.pitfall")
+    if "next_action" in then:
+        a = then["next_action"]
+        if not isinstance(a, dict) or a.get("kind") not in ACTION_KINDS or not a.get("id"):
+            raise RuleError(f"next_action needs id and kind ({', '.join(ACTION_KINDS)})",
+                            file=where, key="then.next_action")
+        for key in ("baseline", "analysis", "stage_to_evaluate"):
+            value = a.get(key)
+            if value is not None and value not in STAGES and "{" not in str(value):
+                raise RuleError(f"{key} must be a stage id or a field reference",
+                                file=where, key=f"then.next_action.{key}")
+    if "keep" in then:
+        k = then["keep"]
+        if not isinstance(k, dict) or not isinstance(k.get("items"), list):
+            raise RuleError("keep needs stage and items [{name, patterns}]", file=where,
+                            key="then.keep")
+    if "evidence" in then:
+        e = then["evidence"]
+        if not isinstance(e, dict) or not set(e.get("for_stage", [])) <= set(CONCLUSION_STAGES):
+            raise RuleError("evidence needs for_stage: [report stage ids]", file=where,
+                            key="then.evidence")
+    return then
+
+
+def _check_examples(examples, where: str) -> dict:
+    ok = isinstance(examples, dict) and all(
+        isinstance(examples.get(k), list) and examples[k] and all(
+            isinstance(case, list) and all(isinstance(f, dict) for f in case)
+            for case in examples[k]) for k in ("fires", "quiet"))
+    if not ok:
+        raise RuleError("examples need 'fires' and 'quiet', each a list of fact lists",
+                        file=where, key="examples")
+    return examples
+
+
+def parse_rule(data, where: str, group: str) -> Rule:
+    if not isinstance(data, dict):
+        raise RuleError("a rule file holds one mapping", file=where)
+    missing = [k for k in REQUIRED if k not in data]
+    if missing:
+        raise RuleError(f"missing keys {missing}", file=where)
+    unknown = set(data) - set(REQUIRED) - set(OPTIONAL)
+    if unknown:
+        raise RuleError(f"unknown keys {sorted(unknown)}", file=where)
+    rid = data["id"]
+    if not isinstance(rid, str) or not ID_RE.match(rid):
+        raise RuleError("id must be two capitals and three digits, e.g. ST040", file=where,
+                        key="id")
+    if GROUPS.get(group) != rid[:2]:
+        raise RuleError(f"rules in {group}/ have ids starting {GROUPS.get(group)}", file=where,
+                        key="id")
+    if data["severity"] not in SEVERITIES:
+        raise RuleError(f"severity must be one of {SEVERITIES}", file=where, key="severity")
+    if not isinstance(data["priority"], int):
+        raise RuleError("priority must be an integer", file=where, key="priority")
+    if not isinstance(data["references"], list) or not data["references"]:
+        raise RuleError("references must list knowledge sections", file=where,
+                        key="references")
+    fix = _bilingual(data["fix"], "fix", where) if "fix" in data else None
+    return Rule(id=rid, group=group, path=where,
+                title=_bilingual(data["title"], "title", where),
+                message=_bilingual(data["message"], "message", where),
+                severity=data["severity"], priority=data["priority"],
+                references=tuple(data["references"]),
+                rationale=_bilingual(data["rationale"], "rationale", where),
+                when=parse_when(data["when"], where), then=_check_then(data["then"], where),
+                examples=_check_examples(data["examples"], where), fix=fix, raw=data)
+
+
+def _stratify(rules: list[Rule]) -> list[Rule]:
+    """Order rules so a rule reading a derived fact runs after every rule producing it."""
+    producers: dict[str, list[str]] = {}
+    for r in rules:
+        for t in r.produces:
+            producers.setdefault(t, []).append(r.id)
+    level = {r.id: 0 for r in rules}
+    by_id = {r.id: r for r in rules}
+    for _ in range(len(rules) + 1):
+        changed = False
+        for r in rules:
+            need = max((level[p] + 1 for t in r.reads for p in producers.get(t, ())), default=0)
+            if need > level[r.id]:
+                level[r.id], changed = need, True
+        if not changed:
+            break
+    else:
+        raise RuleError("rules read what they produce in a cycle",
+                        fix="a derived fact cannot feed back into its own producers")
+    return [Rule(**{**r.__dict__, "stratum": level[r.id]}) for r in
+            sorted(by_id.values(), key=lambda r: r.id)]
+
+
+def load_rules_from(root: Path | resources.abc.Traversable) -> list[Rule]:
+    rules, seen = [], {}
+    for group_dir in sorted(root.iterdir(), key=lambda p: p.name):
+        if not group_dir.is_dir() or group_dir.name.startswith(("_", ".")):
+            continue
+        group = group_dir.name
+        if group not in GROUPS:
+            raise RuleError(f"unknown rule group folder {group!r}", file=str(group_dir))
+        for path in sorted(group_dir.iterdir(), key=lambda p: p.name):
+            if not path.name.endswith((".yaml", ".yml")):
+                continue
+            where = f"rules/{group}/{path.name}"
+            m = FILE_RE.match(path.name)
+            if not m:
+                raise RuleError("rule files are named <ID>-<slug>.yaml", file=where)
+            try:
+                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except yaml.YAMLError as exc:
+                raise RuleError(f"invalid YAML: {exc}", file=where) from None
+            rule = parse_rule(data, where, group)
+            if rule.id != m.group("id"):
+                raise RuleError(f"file name says {m.group('id')} but id is {rule.id}", file=where)
+            if rule.id in seen:
+                raise RuleError(f"id {rule.id} also used by {seen[rule.id]}", file=where)
+            seen[rule.id] = where
+            rules.append(rule)
+    return _stratify(rules)
+
+
+@lru_cache(maxsize=1)
+def load_rules() -> tuple[Rule, ...]:
+    """The bundled rule book, loaded once per process."""
+    return tuple(load_rules_from(resources.files("qcdoctor.rules")))
+
+
+def rule_by_id(rule_id: str) -> Rule | None:
+    return next((r for r in load_rules() if r.id == rule_id.upper()), None)

@@ -1,0 +1,36 @@
+"""Ready-to-paste code for next actions, from templates/snippets/<name>.py.j2."""
+
+from __future__ import annotations
+
+from .templating import render_template
+from .vocabulary import STAGE_LABELS, STAGE_VARIABLES
+
+# profiler releases before the rename call the types by these names
+OLD_ANALYSIS_TYPE = {"pre_export": "pt_lut (deprecated)", "export": "hbir",
+                     "convert": "quantized", "fake_quant": "fake_quant"}
+
+
+def snippet_context(action: dict, case_context: dict) -> dict:
+    baseline, analysis = action.get("baseline"), action.get("analysis")
+    kind = action.get("analysis_model_type", "")
+    return {
+        **case_context,
+        "action": action,
+        "baseline": baseline, "analysis": analysis,
+        "baseline_var": STAGE_VARIABLES.get(baseline, "baseline_model"),
+        "analysis_var": STAGE_VARIABLES.get(analysis, "analysis_model"),
+        "baseline_label": STAGE_LABELS.get(baseline, baseline),
+        "analysis_label": STAGE_LABELS.get(analysis, analysis),
+        "analysis_model_type": kind,
+        "old_analysis_type": OLD_ANALYSIS_TYPE.get(kind, kind),
+        "out_dir": action.get("out_dir") or f"./qa_{kind or 'analysis'}",
+        "stage": action.get("stage_to_evaluate"),
+        "stage_label": STAGE_LABELS.get(action.get("stage_to_evaluate"), ""),
+        "stage_var": STAGE_VARIABLES.get(action.get("stage_to_evaluate"), "model"),
+        "level": action.get("level"),
+    }
+
+
+def render_snippet(name: str, action: dict, case_context: dict) -> str:
+    return render_template(f"snippets/{name}.py.j2",
+                           **snippet_context(action, case_context)).strip() + "\n"

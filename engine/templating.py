@@ -1,0 +1,29 @@
+"""The Jinja2 environment over the bundled templates (works installed or editable)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import jinja2
+
+
+def _load(name: str):
+    node = resources.files("qcdoctor.templates")
+    for part in name.split("/"):
+        node = node / part
+    if not node.is_file():
+        return None
+    return node.read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=2)
+def environment(autoescape: bool = False) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(_load), autoescape=autoescape,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True)
+    return env
+
+
+def render_template(name: str, autoescape: bool = False, **context) -> str:
+    return environment(autoescape).get_template(name).render(**context)

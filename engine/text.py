@@ -1,0 +1,50 @@
+"""Render rule messages: ``{name.field}`` reads a bound fact, ``!l`` shows a stage label."""
+
+from __future__ import annotations
+
+import string
+
+from .vocabulary import STAGE_LABELS
+
+
+class _Formatter(string.Formatter):
+    def get_field(self, field_name, args, kwargs):
+        name, _, rest = field_name.partition(".")
+        value = kwargs[name]
+        for part in rest.split(".") if rest else ():
+            value = value[part] if isinstance(value, dict) else getattr(value, part)
+        return value, field_name
+
+    def convert_field(self, value, conversion):
+        if conversion == "l":
+            return STAGE_LABELS.get(value, value)
+        return super().convert_field(value, conversion)
+
+    def format_field(self, value, format_spec):
+        if isinstance(value, float) and not format_spec:
+            return f"{value:.6g}"
+        return super().format_field(value, format_spec)
+
+
+_formatter = _Formatter()
+
+
+def render(template: str, bindings: dict) -> str:
+    """Fill a message; a missing field is shown as '?' rather than failing the report."""
+    try:
+        return _formatter.vformat(template, (), bindings)
+    except (KeyError, AttributeError, IndexError, ValueError):
+        return _formatter.vformat(template, (), _Lenient(bindings))
+
+
+class _Lenient(dict):
+    def __missing__(self, key):
+        return _Unknown()
+
+
+class _Unknown(dict):
+    def __missing__(self, key):
+        return "?"
+
+    def __format__(self, spec):
+        return "?"

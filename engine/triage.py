@@ -1,0 +1,37 @@
+"""One case from folder to Diagnosis: load, collect facts, run the rules, build the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qcdoctor.collectors.case_facts import collect_facts
+from qcdoctor.collectors.case_file import Case, load_case
+from qcdoctor.collectors.files import list_case_files
+
+from .diagnose import build_report, run_rules
+from .runner import RuleRunner
+
+
+def case_context(case: Case, facts: list[dict]) -> dict:
+    """What generated code needs from the case."""
+    platform = next((f for f in facts if f["type"] == "platform"), {})
+    return {"march": platform.get("march", "unknown"),
+            "input_format_differs": case.get("input_format_differs", False),
+            "has_task_input": case.get("has_task_input", False),
+            "badcase": case.get("badcase", "unknown")}
+
+
+def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | None = None,
+                environ=None, cwd: Path | None = None, installed: dict | None = None,
+                display_path: str | None = None) -> dict:
+    facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed)
+    hits = run_rules(facts, runner)
+    lang = lang or case.get("language", "zh")
+    info = {"path": display_path or str(case.folder), "title": case.get("title", "")}
+    return build_report(facts, hits, lang=lang, case_info=info,
+                        case_context=case_context(case, facts),
+                        files=list_case_files(case.folder))
+
+
+def triage_path(path: str | Path, **kwargs) -> dict:
+    return triage_case(load_case(path), **kwargs)

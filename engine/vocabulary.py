@@ -1,0 +1,42 @@
+"""Ids fixed by the knowledge base: report stages, missing items, action kinds, pitfalls."""
+
+from __future__ import annotations
+
+from .fact_types import CONCLUSION_STAGES, STAGES  # noqa: F401  (re-exported)
+
+MISSING_IDS = ("symptom", "stage_results", "badcase", "platform", "versions",
+               "deploy_adaptation")
+ACTION_KINDS = ("evaluate_stage", "quant_analysis", "lut_bisect", "bc_editor", "checklist",
+                "hb_verifier", "user_side_checks", "consistency_strategy", "provide_info")
+PITFALL_IDS = ("single_frame_evidence", "unverified_quantized_bc", "skipped_qat_export",
+               "fake_quant_state", "input_format_mismatch", "worst_layer_as_root",
+               "level2_first", "strategy_for_lut", "no_sensitivity",
+               "quantanalysis_for_deploy", "level_without_retrain")
+SEVERITIES = ("info", "warning", "error")
+GROUPS = {"gate": "GT", "stage": "ST", "analysis": "AN", "consistency": "CS",
+          "pitfalls": "PF", "artifacts": "AR", "layers": "LY", "deploy": "DP"}
+
+# Display names of chain stages (artifact names are the same in both languages).
+STAGE_LABELS = {"float": "float.pt", "calib": "calib.pt", "qat": "qat.pt",
+                "qat_export": "qat.export.pt", "qat_bc": "qat.bc",
+                "quantized_bc": "quantized.bc", "nv12_bc": "quantized.bc + NV12",
+                "qdq_removed_bc": "quantized.bc - Quantize/Dequantize",
+                "hbm_x86": "hbm (x86)", "board": "board"}
+# Python variable a stage's model is held in, in generated code.
+STAGE_VARIABLES = {"float": "float_model", "calib": "calib_model", "qat": "qat_pt",
+                   "qat_export": "qat_export_pt", "qat_bc": "qat_bc",
+                   "quantized_bc": "quantized_bc", "nv12_bc": "nv12_bc",
+                   "qdq_removed_bc": "qdq_removed_bc", "hbm_x86": "hbm", "board": "hbm"}
+CONCLUSION_LABELS = {
+    "zh": {"calibration": "calibration（校准）", "qat_training": "QAT 训练",
+           "pre_export": "pre_export", "export": "export", "convert": "convert",
+           "nv12_insertion": "NV12 / 前处理插入", "qdq_removal": "Quantize/Dequantize 删除",
+           "compile": "compile", "user_side": "用户侧适配", "none": "无一致性问题",
+           "undetermined": "暂不能判断"},
+    "en": {"calibration": "calibration", "qat_training": "QAT training",
+           "pre_export": "pre_export", "export": "export", "convert": "convert",
+           "nv12_insertion": "NV12 / pre-processing insertion",
+           "qdq_removal": "Quantize/Dequantize removal", "compile": "compile",
+           "user_side": "user-side adaptation", "none": "no consistency problem",
+           "undetermined": "undetermined"},
+}

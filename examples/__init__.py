@@ -1,0 +1,1 @@
+"""Package marker: resources are read with importlib.resources."""

@@ -1,0 +1,5 @@
+import sys
+
+from qcdoctor.engine.cli import main
+
+sys.exit(main())
