@@ -9,7 +9,10 @@ durable_rules is unmaintained and has traps, each guarded here:
   case's state is deleted in a ``finally`` (it leaks ~1.6 MB per case otherwise);
 - asserting a fact no rule reads raises ``MessageNotHandledException`` and an
   identical fact ``MessageObservedException``: both are normal here;
-- ``durable.lang`` is never imported (its ``from ... import *`` rebinds all/any).
+- ``durable.lang`` is never imported (its ``from ... import *`` rebinds all/any);
+- a ruleset registered after facts were asserted into another one corrupts the C
+  engine's heap (segfault or "free(): invalid pointer" on the next run): the host
+  refuses registration once it has been used, so build every RuleRunner first.
 """
 
 from __future__ import annotations
@@ -37,13 +40,23 @@ class _SafeRuleset(_durable.Ruleset):
             durable_rules_engine.assert_fact(self._handle, jsonfmt.dumps(fact)), fact)
 
 
+class HostSealed(RuntimeError):
+    """A ruleset was registered after the host had run facts."""
+
+
 class QuietHost(_durable.Host):
     """A Host without background dispatch or timer threads."""
+
+    _sealed = False
 
     def _run(self):
         return None
 
     def register_rulesets(self, ruleset_definitions):
+        if self._sealed:
+            raise HostSealed("durable_rules cannot take new rulesets after facts were "
+                             "asserted (it corrupts memory): create every RuleRunner "
+                             "before running any")
         for name, definition in ruleset_definitions.items():
             if name in self._ruleset_directory:
                 raise ValueError(f"ruleset {name} already registered")
@@ -54,6 +67,7 @@ class QuietHost(_durable.Host):
 
     def assert_one(self, ruleset_name: str, fact: dict) -> None:
         """Assert one fact; 'no rule reads it' and 'already known' are not errors."""
+        self._sealed = True
         try:
             self.assert_fact(ruleset_name, fact)
         except (_durable.MessageNotHandledException, _durable.MessageObservedException):

@@ -55,6 +55,8 @@ class Field:
 
 
 def _s(*choices, default="unknown"):
+    if choices and default not in choices:
+        default = choices[0]    # a default is always a legal value
     return Field("str", tuple(choices) if choices else None, default)
 
 

@@ -80,11 +80,24 @@ def _check_operand(ftype: str, field: str, op: str, value, where: str) -> object
             continue
         problem = spec.check(item)
         if problem:
+            fix = None
+            if isinstance(item, str) and _looks_numeric(item):
+                fix = "YAML reads 1e-5 as text: write the number with a decimal point, e.g. 0.00001"
+            elif isinstance(item, bool) and spec.kind == "str":
+                fix = 'YAML reads bare yes/no as booleans: quote them, e.g. "yes"'
             raise RuleError(f"operand for {ftype}.{field} {problem}", file=where, key=field,
-                            fix="quote YAML numbers like 1e-5 are read as text: write 0.00001")
+                            fix=fix)
     if spec.kind == "float":
         value = [float(v) for v in value] if isinstance(value, list) else float(value)
     return value
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_pattern(raw, where: str, index: int) -> Pattern:

@@ -1,0 +1,49 @@
+"""Shared helpers: run rules in isolation, build cases from dicts, fixed environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+os.environ.setdefault("HYPOTHESIS_PROFILE", "ci")
+
+from dataclasses import replace  # noqa: E402
+
+from qcdoctor.collectors.case_file import parse_case  # noqa: E402
+from qcdoctor.engine.diagnose import bundled_runner  # noqa: E402
+from qcdoctor.engine.rulebook import load_rules  # noqa: E402
+from qcdoctor.engine.runner import RuleRunner  # noqa: E402
+from qcdoctor.engine.triage import triage_case  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+# durable_rules takes no new ruleset once any has run facts (see engine/durable_host.py):
+# every runner the tests use is built here, before the first test runs.
+_runners: dict[str, RuleRunner] = {r.id: RuleRunner([r]) for r in load_rules()}
+FLAT_RUNNER = RuleRunner(tuple(replace(r, stratum=0) for r in load_rules()))
+bundled_runner()
+
+
+def single_rule_runner(rule) -> RuleRunner:
+    """A runner holding only ``rule``."""
+    return _runners[rule.id]
+
+
+def case_from(data: dict, folder: Path | None = None):
+    """A validated case from a dict, as if read from case.yaml in ``folder``."""
+    text = yaml.safe_dump({"schema": "qcdoctor/case-v1", **data}, allow_unicode=True)
+    return parse_case(text, None, folder or REPO / "tests" / "no_such_folder")
+
+
+def triage_dict(data: dict, lang: str = "en", folder: Path | None = None) -> dict:
+    """Triage a case dict with no environment, no installed packages, no files."""
+    folder = folder or REPO / "tests" / "no_such_folder"
+    return triage_case(case_from(data, folder), lang=lang, environ={}, installed={}, cwd=folder)
+
+
+@pytest.fixture(scope="session")
+def rules():
+    return load_rules()

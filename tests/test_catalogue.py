@@ -1,0 +1,113 @@
+"""The rule catalogue: ids, files, required keys, examples, message fields, coverage."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import pytest
+import yaml
+
+from qcdoctor.engine.errors import RuleError
+from qcdoctor.engine.rulebook import FILE_RE, REQUIRED, load_rules, load_rules_from
+from qcdoctor.engine.ruledocs import explain_rule, list_rules
+from qcdoctor.engine.vocabulary import GROUPS, MISSING_IDS, PITFALL_IDS
+
+REPO = Path(__file__).resolve().parent.parent
+RULE_FILES = sorted((REPO / "rules").glob("*/*.yaml"))
+# pitfalls that need per-layer QuantAnalysis outputs, not visible in case.yaml
+LAYER_PITFALLS = {"worst_layer_as_root"}
+
+
+def test_every_rule_file_is_loaded_once():
+    rules = load_rules()
+    assert len(rules) == len(RULE_FILES)
+    assert len({r.id for r in rules}) == len(rules)
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=[p.name for p in RULE_FILES])
+def test_rule_file_shape(path):
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    m = FILE_RE.match(path.name)
+    assert m and m.group("id") == data["id"]
+    assert data["id"].startswith(GROUPS[path.parent.name])
+    for key in REQUIRED:
+        assert key in data, f"{path.name} lacks {key}"
+    assert data["examples"]["fires"] and data["examples"]["quiet"]
+    assert all(ref.startswith(("knowledge.md", "seed")) for ref in data["references"])
+
+
+def _fields(template: str) -> set[str]:
+    return {f.split(".")[0].split("!")[0] for _, f, _, _ in string.Formatter().parse(template) if f}
+
+
+@pytest.mark.parametrize("rule", load_rules(), ids=lambda r: r.id)
+def test_messages_only_read_bound_patterns(rule):
+    """A {name.field} in a message must name one of the rule's positive patterns."""
+    names = {p.name for p in rule.when if not p.negated}
+    for text in [*rule.message.values(), *rule.rationale.values()]:
+        assert _fields(text) <= names, f"{rule.id}: {_fields(text) - names} not bound"
+
+
+def test_knowledge_ids_are_all_covered():
+    rules = load_rules()
+    missing = {r.then["missing"] for r in rules if "missing" in r.then}
+    pitfalls = {r.then["pitfall"] for r in rules if "pitfall" in r.then}
+    assert missing == set(MISSING_IDS)
+    assert pitfalls == set(PITFALL_IDS) - LAYER_PITFALLS
+    conclusions = {r.then["conclusion"]["stage"] for r in rules if "conclusion" in r.then}
+    assert conclusions == {"calibration", "qat_training", "pre_export", "export", "convert",
+                           "nv12_insertion", "qdq_removal", "compile", "user_side", "none",
+                           "undetermined"}
+
+
+def test_rule_docs_generate_for_every_rule():
+    listing = list_rules("md", "zh")
+    for rule in load_rules():
+        assert rule.id in listing
+        doc = explain_rule(rule.id.lower(), "en")
+        assert doc.startswith(f"## {rule.id}: {rule.title['en']}")
+        assert "When (all of)" in doc
+
+
+def _write_rule(tmp_path: Path, group: str, name: str, text: str) -> Path:
+    folder = tmp_path / group
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+GOOD = (REPO / "rules" / "stage" / "ST050-qat-bc-to-quantized-bc.yaml").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("change,needle", [
+    (("from: qat_bc,", "from: {gt: 10},"), "compares numbers"),
+    (("gap: 0}\nthen", "gap: 1e-5}\nthen"), "decimal point"),
+    (("  - {type: transition,", "  - {type: case, retrain: no}\n  - {type: transition,"), "quote them"),
+    (("from: qat_bc, to: quantized_bc, gap: 0}\nthen", "from: qat_bc, to: quantised_bc, gap: 0}\nthen"), "must be one of"),
+    (("  - {type: transition,", "  - {type: transitions,"), "unknown fact type"),
+    (("gap: 0}\nthen", "gapp: 0}\nthen"), "has no field"),
+    (("severity: error", "severity: fatal"), "severity"),
+    (("id: ST050", "id: AN050"), "ids starting ST"),
+    (("  quiet:\n", "  silent:\n"), "examples need"),
+])
+def test_broken_rules_are_rejected_with_the_file_named(tmp_path, change, needle):
+    root = _write_rule(tmp_path, "stage", "ST050-broken.yaml", GOOD.replace(*change))
+    with pytest.raises(RuleError) as err:
+        load_rules_from(root)
+    assert needle in str(err.value)
+    assert "ST050-broken.yaml" in str(err.value)
+
+
+def test_absence_only_rules_are_refused(tmp_path):
+    text = GOOD.replace("  - {type: transition, from: qat_bc, to: quantized_bc, gap: 0}",
+                        "  - not: {type: transition}")
+    with pytest.raises(RuleError, match="positive pattern"):
+        load_rules_from(_write_rule(tmp_path, "stage", "ST050-x.yaml", text))
+
+
+def test_rules_feeding_back_into_themselves_are_refused(tmp_path):
+    text = GOOD.replace("  - {type: transition, from: qat_bc, to: quantized_bc, gap: 0}",
+                        "  - {type: conclusion, stage: convert}")
+    with pytest.raises(RuleError, match="cycle"):
+        load_rules_from(_write_rule(tmp_path, "stage", "ST050-x.yaml", text))

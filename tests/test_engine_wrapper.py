@@ -1,0 +1,156 @@
+"""The durable_rules wrapper: its guards, determinism, memory, and agreement with the oracle."""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import threading
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from qcdoctor.engine import jsonfmt
+from qcdoctor.engine.diagnose import run_rules
+from qcdoctor.engine.fact_types import FACT_TYPES, normalise
+from qcdoctor.engine.patterns import oracle_bindings
+from qcdoctor.engine.rulebook import load_rules
+from qcdoctor.engine.runner import EngineFailure, RuleRunner, canonical
+from qcdoctor.collectors.case_facts import collect_facts
+
+from qcdoctor.engine.durable_host import HostSealed
+
+from .conftest import FLAT_RUNNER, case_from, single_rule_runner, triage_dict
+
+CONVERT_CASE = {"evidence": ["dataset_eval"], "badcase": "available",
+                "platform": {"chip": "J6E"}, "versions": {"hbdk4-compiler": "4.4.2"},
+                "retrain": "no",
+                "stages": {"qat": {"metric": "mAP", "value": 0.452},
+                           "qat_bc": {"metric": "mAP", "value": 0.452},
+                           "quantized_bc": {"metric": "mAP", "value": 0.391}},
+                "tolerance": {"abs": 0.00001}}
+
+
+@pytest.mark.parametrize("value,text", [(1e-05, "0.00001"), (0.1, "0.1"), (3.0, "3.0"),
+                                        (1e22, "10000000000000000000000.0"),
+                                        (-2.5e-7, "-0.00000025")])
+def test_floats_are_written_without_exponent(value, text):
+    assert jsonfmt.dumps({"v": value}) == '{"v": ' + text + "}"
+    assert json.loads(jsonfmt.dumps({"v": value}))["v"] == value
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nan_and_inf_never_reach_the_engine(bad):
+    with pytest.raises(ValueError):
+        jsonfmt.dumps({"v": bad})
+    with pytest.raises(ValueError, match="finite"):
+        normalise({"type": "stage", "stage": "qat", "value": bad})
+
+
+def test_tiny_tolerance_float_survives_the_engine():
+    """1e-05 in a fact crashed durable_rules' parser; the wrapper writes 0.00001."""
+    report = triage_dict(CONVERT_CASE)
+    assert report["conclusion"]["stage"] == "convert"
+
+
+def test_facts_are_type_checked():
+    with pytest.raises(ValueError, match="must be bool"):
+        normalise({"type": "case", "input_format_differs": 1})
+    with pytest.raises(ValueError, match="must be int"):
+        normalise({"type": "transition", "gap": True})
+    with pytest.raises(ValueError, match="no field"):
+        normalise({"type": "stage", "stage": "qat", "colour": "red"})
+    with pytest.raises(ValueError, match="unknown fact type"):
+        normalise({"type": "nonsense"})
+
+
+def test_duplicate_facts_change_nothing():
+    facts = collect_facts(case_from(CONVERT_CASE))
+    once = run_rules(facts)
+    twice = run_rules(facts + facts)
+    assert [(h.rule.id, canonical(h.facts)) for h in once] == \
+           [(h.rule.id, canonical(h.facts)) for h in twice]
+
+
+def test_shuffled_fact_order_gives_identical_reports():
+    base = triage_dict(CONVERT_CASE)
+    facts = collect_facts(case_from(CONVERT_CASE))
+    rng = random.Random(7)
+    for _ in range(10):
+        shuffled = facts[:]
+        rng.shuffle(shuffled)
+        hits = run_rules(shuffled)
+        assert [t["rule"] for t in base["trace"]] == [h.rule.id for h in hits]
+
+
+def test_no_background_threads_are_started():
+    before = threading.active_count()
+    for _ in range(5):
+        triage_dict(CONVERT_CASE)
+    assert threading.active_count() == before
+
+
+def test_exceptions_inside_actions_are_not_swallowed(monkeypatch):
+    rule = next(r for r in load_rules() if r.id == "ST050")
+    runner = single_rule_runner(rule)
+    monkeypatch.setattr("qcdoctor.engine.runner.Hit", None)   # the action will fail
+    with pytest.raises(EngineFailure, match="ST050"):
+        runner.run([{"type": "transition", "from": "qat_bc", "to": "quantized_bc", "gap": 0}])
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as handle:
+        pages = int(handle.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def test_thousand_cases_in_one_process_keep_memory_flat():
+    variants = []
+    for i in range(1000):
+        case = json.loads(json.dumps(CONVERT_CASE))
+        case["stages"]["quantized_bc"]["value"] = 0.3 + (i % 97) / 1000
+        case["retrain"] = ("yes", "no", "unknown")[i % 3]
+        variants.append(case)
+    for case in variants[:100]:              # warm up caches and allocator
+        triage_dict(case)
+    start = _rss_mb()
+    for case in variants:
+        triage_dict(case)
+    assert _rss_mb() - start < 20
+
+
+# --- oracle agreement on random fact sets -------------------------------------------
+
+def _field_values(spec):
+    if spec.kind == "bool":
+        return st.booleans()
+    if spec.kind == "int":
+        return st.integers(min_value=-1, max_value=4)
+    if spec.kind == "float":
+        return st.sampled_from([0.0, 0.5, 1.0, 0.391, 1e-05])
+    if spec.choices:
+        return st.sampled_from(spec.choices)
+    return st.sampled_from(["", "mAP", "qat_bc", "x"])
+
+
+def _fact_strategy():
+    return st.sampled_from(sorted(FACT_TYPES)).flatmap(lambda t: st.fixed_dictionaries(
+        {"type": st.just(t), **{name: _field_values(spec) for name, spec in FACT_TYPES[t].items()}}))
+
+
+def test_new_rulesets_are_refused_once_the_engine_has_run():
+    triage_dict(CONVERT_CASE)
+    with pytest.raises(HostSealed):
+        RuleRunner(load_rules()[:40])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_fact_strategy(), min_size=1, max_size=14))
+def test_durable_rules_agrees_with_the_oracle(facts):
+    facts = [normalise(f) for f in facts]
+    unique = list({canonical(f): f for f in facts}.values())
+    engine = sorted((h.rule.id, canonical(h.facts)) for h in FLAT_RUNNER.run(unique))
+    oracle = sorted((r.id, canonical(b)) for r in FLAT_RUNNER.rules
+                    for b in oracle_bindings(r.when, unique))
+    assert engine == oracle
