@@ -74,7 +74,7 @@ CASE_SCHEMA = Mapping({
 @dataclass
 class Case:
     """A validated case: its values, where each key stands, and its folder."""
-    folder: Path
+    folder: Path | None         # None: a case given as text, with no folder
     file: Path | None
     data: dict
     lines: dict[str, int] = field(default_factory=dict)
@@ -117,7 +117,7 @@ def load_case(path: str | Path) -> Case:
     return parse_case(text, file, folder)
 
 
-def parse_case(text: str, file: Path | None, folder: Path) -> Case:
+def parse_case(text: str, file: Path | None, folder: Path | None) -> Case:
     shown = str(file) if file else CASE_FILE
     data, lines = load_document(text, shown, CASE_SCHEMA)
     case = Case(folder=folder, file=file, data=data, lines=lines)

@@ -69,10 +69,10 @@ def march_from_variables(environ=os.environ) -> tuple[str, str] | None:
     return None
 
 
-def detect_march(case_folder: Path, cwd: Path | None = None, environ=os.environ):
+def detect_march(case_folder: Path | None, cwd: Path | None = None, environ=os.environ):
     """March from .env.board (case folder, then working directory), then variables."""
-    folders = [case_folder]
+    folders = [case_folder] if case_folder is not None else []
     cwd = cwd or Path.cwd()
-    if cwd.resolve() != case_folder.resolve():
+    if case_folder is None or cwd.resolve() != case_folder.resolve():
         folders.append(cwd)
     return march_from_board_files(folders) or march_from_variables(environ)

@@ -45,7 +45,9 @@ class Spec:
 
     def _scalar(self, node, key, ctx, what):
         if not isinstance(node, yaml.ScalarNode):
-            ctx.fail(node, key, f"expected {what}, found a {'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}")
+            found = "list" if isinstance(node, yaml.SequenceNode) else "mapping"
+            ctx.fail(node, key, f"expected {what}, found a {found}",
+                     f"write a single value after '{key}:'")
         return node.value
 
 
@@ -110,6 +112,10 @@ class Number(Spec):
         raw = self._scalar(node, key, ctx, self.doc)
         if node.tag == _BOOL_TAG:
             ctx.fail(node, key, f"expected a {self.doc}, found the boolean {raw!r}")
+        special = raw.strip().lower().lstrip("+-")
+        if special in (".nan", ".inf"):
+            ctx.fail(node, key, f"{raw!r} is not a finite number",
+                     "write the measured value; leave the key out when unknown")
         try:
             value = int(raw) if self.integer else float(raw)
         except ValueError:
@@ -119,10 +125,13 @@ class Number(Spec):
         if not math.isfinite(value):
             ctx.fail(node, key, f"{raw!r} is not a finite number",
                      "write the measured value; leave the key out when unknown")
+        span = f"use a value from {self.minimum:g}" + (
+            f" to {self.maximum:g}" if self.maximum is not None else " up") \
+            if self.minimum is not None else None
         if self.minimum is not None and value < self.minimum:
-            ctx.fail(node, key, f"{raw} is below the minimum {self.minimum:g}")
+            ctx.fail(node, key, f"{raw} is below the minimum {self.minimum:g}", span)
         if self.maximum is not None and value > self.maximum:
-            ctx.fail(node, key, f"{raw} is above the maximum {self.maximum:g}")
+            ctx.fail(node, key, f"{raw} is above the maximum {self.maximum:g}", span)
         return value
 
 
@@ -167,13 +176,14 @@ class Mapping(Spec):
 
     def read(self, node, key, ctx):
         if not isinstance(node, yaml.MappingNode):
-            ctx.fail(node, key, "expected a mapping (key: value lines)")
+            ctx.fail(node, key, "expected a mapping (key: value lines)",
+                     "write it as 'name: value' lines indented under the key")
         out, seen = {}, {}
         for knode, vnode in node.value:
             name = knode.value if isinstance(knode, yaml.ScalarNode) else None
             path = f"{key}.{name}" if key else str(name)
             if name is None:
-                ctx.fail(knode, key, "keys must be plain names")
+                ctx.fail(knode, key, "keys must be plain names", "write the key as plain text")
             if name in seen:
                 ctx.fail(knode, path, f"given twice (first on line {seen[name]})",
                          "keep one of them; the file is not changed")
@@ -188,7 +198,8 @@ class Mapping(Spec):
                 continue
             out[name] = spec.read(vnode, path, ctx)
         if self.one_of and len(out) > 1:
-            ctx.fail(node, key, f"give only one of {', '.join(self.fields)}")
+            ctx.fail(node, key, f"give only one of {', '.join(self.fields)}",
+                     f"keep one of {', '.join(out)}")
         return out
 
 

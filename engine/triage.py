@@ -27,7 +27,7 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
     facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed)
     hits = run_rules(facts, runner)
     lang = lang or case.get("language", "zh")
-    info = {"path": display_path or str(case.folder), "title": case.get("title", "")}
+    info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
     return build_report(facts, hits, lang=lang, case_info=info,
                         case_context=case_context(case, facts),
                         files=list_case_files(case.folder))

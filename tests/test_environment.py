@@ -1,0 +1,86 @@
+"""Environment facts: installed versions, .env.board, board variables; the case wins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qcdoctor.collectors.case_facts import collect_facts
+from qcdoctor.collectors.environment import detect_march, read_env_board
+from qcdoctor.collectors.versions import at_least, version_tuple
+
+from .conftest import case_from
+
+BOARD = """# board file
+BOARD_IP=<板卡 IP>
+BOARD_TYPE=nash-e/m
+BPU_ARCH=nash-m
+BOARD_TYPE_NASH_P=nash-p
+"""
+
+
+def _board(folder: Path, rel: str = ".drobotics-s/.env.board", text: str = BOARD) -> Path:
+    path = folder / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_env_board_skips_placeholders_and_prefers_bpu_arch(tmp_path):
+    values = read_env_board(_board(tmp_path))
+    assert "BOARD_IP" not in values
+    march, source = detect_march(tmp_path, cwd=tmp_path, environ={})
+    assert march == "nash-m"
+    assert source.endswith(".env.board:4 (BPU_ARCH)")
+
+
+def test_older_horizon_folder_and_then_the_working_directory(tmp_path):
+    case_dir, cwd = tmp_path / "case", tmp_path / "cwd"
+    case_dir.mkdir()
+    _board(cwd, ".horizon/.env.board", "BOARD_TYPE=nash-p\n")
+    assert detect_march(case_dir, cwd=cwd, environ={})[0] == "nash-p"
+    _board(case_dir, ".horizon/.env.board", "BOARD_TYPE=nash-e\n")
+    assert detect_march(case_dir, cwd=cwd, environ={})[0] == "nash-e"
+
+
+def test_variables_in_order_and_invalid_values_ignored(tmp_path):
+    env = {"BOARD_TYPE": "nash-e", "OE_BOARD_TYPE": "nash-p", "HORIZON_BOARD_TYPE": "bogus"}
+    assert detect_march(tmp_path, cwd=tmp_path, environ=env) == \
+        ("nash-p", "environment variable OE_BOARD_TYPE")
+
+
+def test_case_file_wins_over_environment(tmp_path):
+    _board(tmp_path)
+    facts = collect_facts(case_from({"platform": {"chip": "J6P"},
+                                     "versions": {"hbdk4-compiler": "4.4.1"}}, tmp_path),
+                          environ={"BOARD_TYPE": "nash-e"}, cwd=tmp_path,
+                          installed={"hbdk4-compiler": ("4.9.0", "installed package hbdk4-compiler")})
+    platform = next(f for f in facts if f["type"] == "platform")
+    hbdk = next(f for f in facts if f["type"] == "version" and f["package"] == "hbdk4-compiler")
+    assert (platform["march"], platform["strategy_chip"]) == ("nash-p", False)
+    assert platform["source"].startswith("case.yaml")
+    assert (hbdk["version"], hbdk["meets"]) == ("4.4.1", "no")
+
+
+def test_environment_fills_what_the_case_leaves_out(tmp_path):
+    _board(tmp_path)
+    facts = collect_facts(case_from({}, tmp_path), environ={}, cwd=tmp_path,
+                          installed={"hbdk4-compiler": ("4.5.0", "installed package hbdk4-compiler")})
+    platform = next(f for f in facts if f["type"] == "platform")
+    hbdk = next(f for f in facts if f["type"] == "version" and f["package"] == "hbdk4-compiler")
+    assert (platform["chip"], platform["strategy_chip"]) == ("J6M", True)
+    assert ".env.board" in platform["source"]
+    assert (hbdk["version"], hbdk["meets"], hbdk["source"]) == \
+        ("4.5.0", "yes", "installed package hbdk4-compiler")
+
+
+def test_nothing_known_is_unknown(tmp_path):
+    facts = collect_facts(case_from({}, tmp_path), environ={}, cwd=tmp_path, installed={})
+    platform = next(f for f in facts if f["type"] == "platform")
+    assert (platform["known"], platform["source"]) == (False, "not given")
+
+
+def test_version_comparison():
+    assert version_tuple("4.4.2.post1") == (4, 4, 2)
+    assert at_least("4.10", "4.4.2") and at_least("4.4.2", "4.4.2")
+    assert not at_least("4.4.1", "4.4.2") and not at_least("3.0.9", "3.1.2")
+    assert at_least("dev", "4.4.2") is None

@@ -1,0 +1,113 @@
+"""Bundled examples: what each must conclude, and their full reports against golden files.
+
+Regenerate the golden files after an intended change with
+``QCDOCTOR_UPDATE_GOLDEN=1 python -m pytest tests/test_golden_reports.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from qcdoctor.collectors.case_file import load_case
+from qcdoctor.engine.examples import example_names, example_path
+from qcdoctor.engine.report import render
+from qcdoctor.engine.triage import triage_case
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("QCDOCTOR_UPDATE_GOLDEN") == "1"
+
+# example -> (stage, rules that must be in the conclusion's evidence, must-have pitfalls)
+EXPECTED = {
+    "export_qat_export_unknown": ("export", {"ST041"}, {"skipped_qat_export"}),
+    "pre_export_lut": ("pre_export", {"ST030"}, {"strategy_for_lut"}),
+    "convert_j6e_no_retrain": ("convert", {"ST050"}, set()),
+    "convert_j6p": ("convert", {"ST050"}, {"no_sensitivity"}),
+    "convert_j6m_level1_tried": ("convert", {"ST050"}, set()),
+    "compile_x86_and_board_abnormal": ("compile", {"ST080", "ST081"}, {"quantanalysis_for_deploy"}),
+    "board_only": ("user_side", {"ST090"}, set()),
+    "single_frame": ("undetermined", {"ST140"}, {"single_frame_evidence"}),
+    "wide_gap": ("undetermined", {"ST100"}, {"unverified_quantized_bc"}),
+}
+
+
+def _report(name: str, lang: str) -> dict:
+    with example_path(name) as path:
+        return triage_case(load_case(path), lang=lang, environ={}, installed={}, cwd=path,
+                           display_path=f"example:{name}")
+
+
+def test_every_example_has_expectations():
+    assert set(example_names()) == set(EXPECTED)
+    assert len(EXPECTED) >= 8
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_example_conclusions(name):
+    stage, rules, pitfalls = EXPECTED[name]
+    report = _report(name, "en")
+    assert report["conclusion"]["stage"] == stage
+    assert rules <= {e["rule"] for e in report["conclusion"]["evidence"]}
+    assert pitfalls <= {p["id"] for p in report["pitfalls"]}
+    assert report["next_actions"], "every example gets a next step"
+
+
+def test_specific_example_advice():
+    j6e = _report("convert_j6e_no_retrain", "en")
+    assert (j6e["consistency"]["level"], j6e["consistency"]["requires_retrain"]) == (0, False)
+    j6m = _report("convert_j6m_level1_tried", "en")
+    assert j6m["consistency"]["level"] == 2
+    j6p = _report("convert_j6p", "en")
+    assert j6p["consistency"]["applicable"] is False
+    qa = next(a for a in j6p["next_actions"] if a["kind"] == "quant_analysis")["code"]
+    assert "run(run_baseline_model=False, run_analysis_model=True)" in qa
+    export = _report("export_qat_export_unknown", "en")
+    assert export["next_actions"][0]["stage_to_evaluate"] == "qat_export"
+    wide = _report("wide_gap", "en")
+    assert wide["next_actions"][0]["stage_to_evaluate"] == "quantized_bc"
+    board = _report("board_only", "en")
+    platform = next(f for f in board["facts"] if f["type"] == "platform")
+    assert platform["march"] == "nash-m" and ".env.board" in platform["source"]
+
+
+def _check(path: Path, text: str) -> None:
+    if UPDATE or not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if not UPDATE:
+            pytest.fail(f"golden file {path.name} was missing and has been written; re-run")
+    assert text == path.read_text(encoding="utf-8"), f"{path.name} differs from the report"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_golden_markdown(name, lang):
+    _check(GOLDEN / f"{name}.{lang}.md", render(_report(name, lang), "md"))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_golden_json(name):
+    text = render(_report(name, "en"), "json")
+    json.loads(text)
+    _check(GOLDEN / f"{name}.en.json", text)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_json_report_contract(name):
+    report = json.loads(render(_report(name, "zh"), "json"))
+    for key in ("schema", "tool", "case", "language", "conclusion", "missing", "next_actions",
+                "consistency", "findings", "checklist", "pitfalls", "artifacts", "facts", "trace"):
+        assert key in report
+    assert report["schema"] == "qcdoctor/report-v1"
+    assert set(report["conclusion"]) >= {"stage", "suspect", "determined", "evidence"}
+    for action in report["next_actions"]:
+        assert {"id", "kind", "text"} <= set(action)
+    for item in report["missing"]:
+        assert {"id", "question", "why"} <= set(item)
+    for keep in report["artifacts"]["keep"]:
+        assert {"name", "present", "path"} <= set(keep)
+    for t in report["trace"]:
+        assert {"rule", "facts", "produced"} <= set(t)
