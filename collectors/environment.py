@@ -47,7 +47,11 @@ def read_env_board(path: Path) -> dict[str, tuple[str, int]]:
 
 
 def march_from_board_files(folders: list[Path]) -> tuple[str, str] | None:
-    """(march, source) from the first .env.board found, or None."""
+    """(march, source) from the first .env.board found, or None.
+
+    A file in the first folder (the case folder) is named relative to it, so reports
+    do not depend on where the case lies.
+    """
     for folder in folders:
         for rel in BOARD_FILES:
             path = folder / rel
@@ -57,7 +61,8 @@ def march_from_board_files(folders: list[Path]) -> tuple[str, str] | None:
             for key in _BOARD_KEYS:
                 if key in values and values[key][0] in MARCHES:
                     value, line = values[key]
-                    return value, f"{path}:{line} ({key})"
+                    shown = path.relative_to(folders[0]) if folder == folders[0] else path
+                    return value, f"{shown.as_posix()}:{line} ({key})"
     return None
 
 

@@ -10,7 +10,7 @@ from importlib import resources
 import yaml
 
 from .fact_types import STAGES
-from .templating import environment, render_template
+from .templating import new_environment, render_template
 from .vocabulary import CONCLUSION_LABELS, STAGE_LABELS
 
 FORMATS = ("md", "html", "json")
@@ -130,9 +130,7 @@ def _consistency_line(report: dict, L: dict) -> str:
 
 @lru_cache(maxsize=2)
 def _markdown_environment(for_html: bool):
-    env = environment().overlay()
-    env.filters.update(_filters(for_html))
-    return env
+    return new_environment(filters=_filters(for_html))
 
 
 def render_markdown(report: dict, for_html: bool = False) -> str:

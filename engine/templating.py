@@ -17,12 +17,18 @@ def _load(name: str):
     return node.read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=2)
-def environment(autoescape: bool = False) -> jinja2.Environment:
+def new_environment(autoescape: bool = False, filters: dict | None = None) -> jinja2.Environment:
+    """A separate environment (overlays would share and leak their filters)."""
     env = jinja2.Environment(loader=jinja2.FunctionLoader(_load), autoescape=autoescape,
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(filters or {})
     return env
+
+
+@lru_cache(maxsize=2)
+def environment(autoescape: bool = False) -> jinja2.Environment:
+    return new_environment(autoescape)
 
 
 def render_template(name: str, autoescape: bool = False, **context) -> str:
