@@ -23,12 +23,17 @@ def snippet_context(action: dict, case_context: dict) -> dict:
         "analysis_label": STAGE_LABELS.get(analysis, analysis),
         "analysis_model_type": kind,
         "old_analysis_type": OLD_ANALYSIS_TYPE.get(kind, kind),
-        "out_dir": action.get("out_dir") or f"./qa_{kind or 'analysis'}",
+        "out_dir": _out_dir(action.get("out_dir") or case_context.get("out_dirs", {}).get(kind)
+                            or f"qa_{kind or 'analysis'}"),
         "stage": action.get("stage_to_evaluate"),
         "stage_label": STAGE_LABELS.get(action.get("stage_to_evaluate"), ""),
         "stage_var": STAGE_VARIABLES.get(action.get("stage_to_evaluate"), "model"),
         "level": action.get("level"),
     }
+
+
+def _out_dir(path: str) -> str:
+    return path if path.startswith(("/", ".")) else f"./{path}"
 
 
 def render_snippet(name: str, action: dict, case_context: dict) -> str:

@@ -18,7 +18,10 @@ def case_context(case: Case, facts: list[dict]) -> dict:
     return {"march": platform.get("march", "unknown"),
             "input_format_differs": case.get("input_format_differs", False),
             "has_task_input": case.get("has_task_input", False),
-            "badcase": case.get("badcase", "unknown")}
+            "badcase": case.get("badcase", "unknown"),
+            # folders the user already gave each analysis type, reused in generated code
+            "out_dirs": {run.get("type"): run["out_dir"] for run in case.get("analyses_run", [])
+                         if run.get("type") and run.get("out_dir")}}
 
 
 def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | None = None,

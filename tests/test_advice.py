@@ -133,3 +133,12 @@ def test_every_conclusion_names_rules_and_facts():
     trace = {t["rule"]: t for t in report["trace"]}
     assert trace["ST050"]["facts"][0]["type"] == "transition"
     assert "stages.quantized_bc" in trace["ST050"]["facts"][0]["source"]
+
+
+def test_generated_code_reuses_the_users_analysis_folder():
+    report = triage_dict(_with(analyses_run=[{"type": "convert", "baseline": "qat_bc",
+                                              "analysis": "quantized_bc", "sensitivity": True,
+                                              "out_dir": "qatbc_vs_quantizedbc"}]))
+    code = next(a for a in report["next_actions"] if a["kind"] == "quant_analysis")["code"]
+    assert 'out_dir="./qatbc_vs_quantizedbc"' in code
+    assert "./qa_convert" not in code
