@@ -6,11 +6,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.fact_types import (ANALYSIS_TYPES, CHIPS, EVIDENCE_KINDS, MARCHES,
-                                        PACKAGES, STAGES, STATUSES, USER_CHECKS)
+from qcdoctor.engine.fact_types import (
+    ANALYSIS_TYPES,
+    CHIPS,
+    EVIDENCE_KINDS,
+    MARCHES,
+    PACKAGES,
+    STAGES,
+    STATUSES,
+    USER_CHECKS,
+)
 
-from .yaml_schema import (Choice, Flag, ListOf, Mapping, Number, Text, Version,
-                          load_document)
+from .yaml_schema import Choice, Flag, ListOf, Mapping, Number, Text, Version, load_document
 
 SCHEMA_ID = "qcdoctor/case-v1"
 CASE_FILE = "case.yaml"

@@ -6,6 +6,7 @@ The Diagnosis is a plain dict in the shape of the JSON report (schema
 
 from __future__ import annotations
 
+from fnmatch import fnmatch
 from functools import lru_cache
 from pathlib import Path
 
@@ -154,7 +155,6 @@ def _action(rule: Rule, action: dict, message: str, case_context: dict) -> dict:
 
 def _present(patterns: list[str], files: list[str]) -> str | None:
     """The first case-folder file matching one of the patterns (fnmatch on the name)."""
-    from fnmatch import fnmatch
     for pattern in patterns:
         for rel in files:
             if fnmatch(Path(rel).name.lower(), pattern.lower()) or fnmatch(rel.lower(), pattern.lower()):

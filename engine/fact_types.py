@@ -123,7 +123,7 @@ def normalise(fact: dict) -> dict:
     if schema is None:
         raise ValueError(f"unknown fact type {ftype!r}")
     out = {"type": ftype}
-    for name, value in fact.items():
+    for name in fact:
         if name == "type" or name in PROVENANCE_KEYS:
             continue
         if name not in schema:

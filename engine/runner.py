@@ -7,7 +7,6 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-
 from .durable_host import host, unique_name
 from .fact_types import GATE_TYPE, PROVENANCE_KEYS, normalise
 from .patterns import to_durable

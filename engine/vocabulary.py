@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from .fact_types import CONCLUSION_STAGES, STAGES  # noqa: F401  (re-exported)
-
 MISSING_IDS = ("symptom", "stage_results", "badcase", "platform", "versions",
                "deploy_adaptation")
 ACTION_KINDS = ("evaluate_stage", "quant_analysis", "lut_bisect", "bc_editor", "checklist",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from qcdoctor.collectors.case_file import load_case, parse_case
 from qcdoctor.engine.errors import QcdoctorError
 

@@ -10,16 +10,14 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
+from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.engine import jsonfmt
 from qcdoctor.engine.diagnose import run_rules
+from qcdoctor.engine.durable_host import HostSealed
 from qcdoctor.engine.fact_types import FACT_TYPES, normalise
 from qcdoctor.engine.patterns import oracle_bindings
 from qcdoctor.engine.rulebook import load_rules
 from qcdoctor.engine.runner import EngineFailure, RuleRunner, canonical
-from qcdoctor.collectors.case_facts import collect_facts
-
-from qcdoctor.engine.durable_host import HostSealed
 
 from .conftest import FLAT_RUNNER, case_from, single_rule_runner, triage_dict
 

@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.engine.examples import example_names, example_path
 from qcdoctor.engine.report import render
