@@ -21,6 +21,7 @@ import sys
 import time
 
 import yaml
+
 from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.collectors.case_file import parse_case
 from qcdoctor.engine.triage import triage_case

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 import yaml
+
 from qcdoctor.engine.errors import QcdoctorError
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from qcdoctor.collectors.case_file import load_case, parse_case
 from qcdoctor.engine.errors import QcdoctorError
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from qcdoctor.engine.errors import RuleError
 from qcdoctor.engine.rulebook import FILE_RE, REQUIRED, load_rules, load_rules_from
 from qcdoctor.engine.ruledocs import explain_rule, list_rules

@@ -10,6 +10,7 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.engine import jsonfmt
 from qcdoctor.engine.diagnose import run_rules

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.engine.examples import example_names, example_path
 from qcdoctor.engine.report import render

@@ -7,6 +7,7 @@ both must agree with the example's expectation.
 from __future__ import annotations
 
 import pytest
+
 from qcdoctor.engine.fact_types import normalise
 from qcdoctor.engine.patterns import oracle_bindings
 from qcdoctor.engine.rulebook import load_rules
