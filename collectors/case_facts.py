@@ -10,6 +10,7 @@ from qcdoctor.engine.fact_types import PACKAGES, USER_CHECKS
 from .case_file import Case
 from .environment import detect_march, installed_versions
 from .platform import platform_fact
+from .quant_analysis import collect_quant_analysis
 from .stages import derive_stage_facts
 from .versions import version_fact
 
@@ -117,9 +118,10 @@ def _guess_type(baseline: str, analysis: str) -> str:
 
 
 def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,
-                  installed: dict | None = None) -> list[dict]:
+                  installed: dict | None = None, trust_pickles: bool = False) -> list[dict]:
     """Every fact of a case; ``environ``/``installed`` are injectable for tests."""
     environ = os.environ if environ is None else environ
     return (derive_stage_facts(case) + [case_fact(case)] + evidence_facts(case)
             + platform_facts(case, environ, cwd) + version_facts(case, installed)
-            + user_check_facts(case) + [consistency_fact(case)] + analysis_facts(case))
+            + user_check_facts(case) + [consistency_fact(case)] + analysis_facts(case)
+            + collect_quant_analysis(case, trust_pickles))

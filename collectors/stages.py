@@ -48,7 +48,7 @@ def derive_stage_facts(case: Case) -> list[dict]:
                     tolerance["rel"] * abs(reference[2])
                 drop = _drop(reference[2], value, higher)
                 status = "abnormal" if drop > limit else "normal"
-                extra = {"drop": round(drop, 12), "limit": round(limit, 12)}
+                extra = {"basis_drop": round(drop, 12), "basis_limit": round(limit, 12)}
         status = status or "unknown"
         if value is not None:
             seen_metric = True

@@ -125,7 +125,7 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
         if "finding" in then and first("finding", rule.id + message):
             report["findings"].append({"rule": rule.id, "severity": rule.severity,
                                        "title": rule.title[lang], "text": message,
-                                       "evidence": produced["finding"] or {}})
+                                       "evidence": _evidence(b, bound)})
         if "pitfall" in then and first("pitfall", then["pitfall"]):
             report["pitfalls"].append({"id": then["pitfall"], "text": message,
                                        "correct_practice": (rule.fix or rule.rationale)[lang],
@@ -135,10 +135,18 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
                 path = _present(item.get("patterns", []), files)
                 report["artifacts"]["keep"].append({"name": item["name"], "present": bool(path),
                                                     "path": path})
+    if any(f["type"] == "qa_folder" for f in facts):
+        from qcdoctor.collectors.thresholds import DEFAULT
+        report["thresholds"] = DEFAULT.as_dict()
     if not report["conclusion"]["evidence"]:
         report["conclusion"]["evidence"].append({"rule": "", "text": _FALLBACK[lang],
                                                  "severity": "warning"})
     return report
+
+
+def _evidence(bindings: dict, bound: list[dict]) -> dict:
+    """The facts behind a finding, by pattern name, each with where it was read."""
+    return {name: fact for name, fact in zip(bindings, bound)}
 
 
 def _action(rule: Rule, action: dict, message: str, case_context: dict) -> dict:

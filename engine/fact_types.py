@@ -27,6 +27,12 @@ MARCHES = ("nash-e", "nash-m", "nash-p", "nash-h", "nash-b", "nash-b-lite", "nas
 PACKAGES = ("horizon-plugin-pytorch", "horizon-plugin-profiler", "hbdk4-compiler")
 USER_CHECKS = ("same_checkpoint", "same_qconfig", "same_march", "same_prepost")
 CHECKLIST_STATUSES = ("pass", "fail", "unknown", "not_applicable")
+QA_TYPES = ("fake_quant", "pre_export", "export", "convert")
+ADVISOR_KINDS = ("asymmetric_input", "large_input_range", "output_not_high_precision",
+                 "range_too_large_int8", "range_too_large_any", "scale_not_cover", "inf_nan",
+                 "other")
+MODEL_CHECK_KINDS = ("unfused", "called_zero", "shared", "dequant_low_precision",
+                     "averaging_constant", "float_input", "abnormal_compute")
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,48 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                      "out_dir": _s(default=""), "mixes_torch_and_bc": _b()},
     "analysis_summary": {"analysis_model_type": _s(*ANALYSIS_TYPES), "runs": _i(0),
                          "with_sensitivity": _b()},
+    # --- QuantAnalysis outputs (collectors/quant_analysis.py); "analysis" is the folder
+    "qa_folder": {"analysis": _s(default=""), "comparison": _s("unknown", *QA_TYPES),
+                  "baseline": _s(*STAGES, "", default=""),
+                  "analysis_stage": _s(*STAGES, "", default=""),
+                  "known_from": _s("analyses_run", "content", "folder name", "unknown"),
+                  "has_compare": _b(), "has_sensitivity": _b(), "has_advisor": _b(),
+                  "has_badcase": _b()},
+    "layer_table": {"analysis": _s(default=""), "rows": _i(0), "compared": _i(0),
+                    "mismatch_rows": _i(0), "layout": _s("16", "23", "upper", "other"),
+                    "partial": _b(), "abnormal": _b()},
+    "layer_origin": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
+                     "pattern": _s("cliff", "gradual"), "op_type": _s(default=""),
+                     "dtype": _s(default=""), "qscale": _f(), "cosine": _f(), "atol": _f(),
+                     "drop": _f(), "qdiff": _f(), "base_min": _f(), "base_max": _f(),
+                     "analy_min": _f(), "analy_max": _f()},
+    "error_kind": {"analysis": _s(default=""), "layer": _s(default=""),
+                   "kind": _s("truncation", "rounding", "unclear"), "range_ratio": _f(),
+                   "base_absmax": _f(), "scale_limit": _f()},
+    "layer_worst": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
+                    "cosine": _f(), "atol": _f(), "is_origin": _b(), "has_origin": _b(),
+                    "origin_layer": _s(default=""), "origin_row": _i(0)},
+    "layer_graph_origin": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
+                           "cosine": _f(), "agrees": _b(), "origin_layer": _s(default=""),
+                           "origin_row": _i(0)},
+    "sensitivity_summary": {"analysis": _s(default=""), "output": _s(default=""),
+                            "metric": _s(default=""), "rows": _i(0), "top_op": _s(default=""),
+                            "top_kind": _s(default="activation"), "top_op_type": _s(default=""),
+                            "top_value": _f(), "dominance": _f(), "dominant": _b(), "flat": _b(),
+                            "tail_near_zero": _b(True), "lut_in_top": _b(),
+                            "lut_ops": _s(default=""), "top_ops": _s(default="")},
+    "advisor_message": {"analysis": _s(default=""), "layer": _s(default=""),
+                        "kind": _s(*ADVISOR_KINDS), "op_type": _s(default=""),
+                        "message": _s(default="")},
+    "badcase_spread": {"analysis": _s(default=""), "metrics": _i(0), "distinct_indices": _i(0),
+                       "spread": _b()},
+    "weight_stat": {"analysis": _s(default=""), "module": _s(default=""), "min": _f(),
+                    "max": _f(), "dtype": _s(default="")},
+    "model_check": {"kind": _s(*MODEL_CHECK_KINDS), "count": _i(0), "modules": _s(default=""),
+                    "detail": _s(default="")},
+    "deploy_branch_hint": {"node": _s(default=""), "target": _s(default="")},
+    "graph_loaded": {"nodes": _i(0)},
+    "artifact_problem": {"file": _s(default=""), "problem": _s(default=""), "partial": _b()},
     # conclusion, derived from the stage rules' candidates before later rules run
     "conclusion": {"stage": _s(*CONCLUSION_STAGES), "determined": _b(),
                    "suspect": _s(default="")},
@@ -113,7 +161,11 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
 
 GATE_TYPE = "$gate"
 # carried with a fact for the report, never sent to the engine
-PROVENANCE_KEYS = ("source", "note", "basis", "drop", "limit")
+PROVENANCE_KEYS = ("source", "note", "basis", "basis_drop", "basis_limit")
+
+
+_SHADOWED = {k for schema in FACT_TYPES.values() for k in schema} & set(PROVENANCE_KEYS)
+assert not _SHADOWED, f"provenance keys shadow fact fields: {_SHADOWED}"
 
 
 def normalise(fact: dict) -> dict:

@@ -73,9 +73,9 @@ def view_model(report: dict) -> dict:
     tried = [str(i) for i in range(3) if history.get(f"tried_{i}")]
     fixes = f"{L['levels_tried']}: {', '.join(tried)}" if tried else L["no_fixes"]
     stage = report["conclusion"]["stage"]
-    has_qa = any(f["type"] in ("layer_origin", "sensitivity_summary") for f in report["facts"])
+    folders = _qa_folders(report, L)
     qa = (L["qa_not_applicable"] if stage in ("compile", "user_side") else
-          ("" if has_qa else L["qa_none"]))
+          ("" if folders else L["qa_none"]))
     sources = {}
     for t in report["trace"]:
         sources.setdefault(t["rule"], [f.get("source") for f in t["facts"] if f.get("source")])
@@ -90,10 +90,39 @@ def view_model(report: dict) -> dict:
         "platform_text": f"{plat}; {'; '.join(versions)}",
         "badcase": case.get("badcase", "unknown"),
         "evidence_kinds": ", ".join(kinds) or L["not_given"],
-        "checks": checks, "fixes_applied": fixes, "qa_summary": qa,
+        "checks": checks, "fixes_applied": fixes, "qa_summary": qa, "qa_folders": folders,
+        "thresholds": ", ".join(f"{k}={v:g}" for k, v in report.get("thresholds", {}).items()),
         "consistency_line": _consistency_line(report, L),
         "rules_fired": list(dict.fromkeys(t["rule"] for t in report["trace"])),
     }
+
+
+def _qa_folders(report: dict, L: dict) -> list[dict]:
+    """Per QuantAnalysis folder: comparison, first abnormal layer, error kind, worst, top ops."""
+    out = []
+    for folder in _facts_of(report, "qa_folder"):
+        name = folder["analysis"]
+
+        def one(ftype):
+            return next((f for f in _facts_of(report, ftype) if f.get("analysis") == name), None)
+        lines = []
+        origin, kind, worst = one("layer_origin"), one("error_kind"), one("layer_worst")
+        if origin:
+            lines.append(L["qa"]["origin"].format(**origin, where=origin["source"]))
+        elif one("layer_table"):
+            lines.append(L["qa"]["no_origin"].format(**one("layer_table")))
+        if kind and kind["kind"] != "unclear":
+            lines.append(L["qa"]["kind_" + kind["kind"]].format(**kind))
+        if worst and not worst["is_origin"]:
+            lines.append(L["qa"]["worst"].format(**worst, where=worst["source"]))
+        for sens in (f for f in _facts_of(report, "sensitivity_summary") if f["analysis"] == name):
+            lines.append(L["qa"]["sensitivity"].format(**sens, where=sens["source"]))
+        comparison = folder["comparison"]
+        if folder["baseline"]:
+            comparison += f": {STAGE_LABELS[folder['baseline']]} vs {STAGE_LABELS[folder['analysis_stage']]}"
+        out.append({"name": name, "comparison": comparison, "known_from": folder["known_from"],
+                    "lines": lines})
+    return out
 
 
 def _basis(stage_fact: dict, L: dict) -> str:
@@ -103,8 +132,8 @@ def _basis(stage_fact: dict, L: dict) -> str:
     if basis == "compared":
         basis += "_abnormal" if stage_fact["status"] == "abnormal" else "_normal"
     return L["basis"][basis].format(ref=STAGE_LABELS.get(stage_fact["reference"], ""),
-                                    drop=f"{stage_fact.get('drop', 0):.4g}",
-                                    limit=f"{stage_fact.get('limit', 0):.4g}")
+                                    drop=f"{stage_fact.get('basis_drop', 0):.4g}",
+                                    limit=f"{stage_fact.get('basis_limit', 0):.4g}")
 
 
 def _consistency_line(report: dict, L: dict) -> str:

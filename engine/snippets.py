@@ -29,7 +29,17 @@ def snippet_context(action: dict, case_context: dict) -> dict:
         "stage_label": STAGE_LABELS.get(action.get("stage_to_evaluate"), ""),
         "stage_var": STAGE_VARIABLES.get(action.get("stage_to_evaluate"), "model"),
         "level": action.get("level"),
+        "layer": action.get("layer", ""),
+        "lut_ops": [op for op in str(action.get("ops", "")).split(",") if op],
+        "limit": _number(action.get("limit")),
     }
+
+
+def _number(text) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
 
 
 def _out_dir(path: str) -> str:

@@ -15,8 +15,6 @@ from qcdoctor.engine.vocabulary import GROUPS, MISSING_IDS, PITFALL_IDS
 
 REPO = Path(__file__).resolve().parent.parent
 RULE_FILES = sorted((REPO / "rules").glob("*/*.yaml"))
-# pitfalls that need per-layer QuantAnalysis outputs, not visible in case.yaml
-LAYER_PITFALLS = {"worst_layer_as_root"}
 
 
 def test_every_rule_file_is_loaded_once():
@@ -54,7 +52,7 @@ def test_knowledge_ids_are_all_covered():
     missing = {r.then["missing"] for r in rules if "missing" in r.then}
     pitfalls = {r.then["pitfall"] for r in rules if "pitfall" in r.then}
     assert missing == set(MISSING_IDS)
-    assert pitfalls == set(PITFALL_IDS) - LAYER_PITFALLS
+    assert pitfalls == set(PITFALL_IDS)
     conclusions = {r.then["conclusion"]["stage"] for r in rules if "conclusion" in r.then}
     assert conclusions == {"calibration", "qat_training", "pre_export", "export", "convert",
                            "nv12_insertion", "qdq_removal", "compile", "user_side", "none",

@@ -1,0 +1,99 @@
+"""fx_graph.txt (written by prepare): the data-flow graph, and deploy-only hints.
+
+Rows are ``opcode name target args kwargs``; args name the producer nodes, so the graph
+is a DAG, not a chain. Memory addresses in targets differ per process and are ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .tables import simple_table
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEPLOY = re.compile(r"deploy|getenv|environ|is_export|export_mode|onnx|tracing", re.I)
+
+
+@dataclass
+class Graph:
+    nodes: dict[str, dict] = field(default_factory=dict)        # name -> row
+    producers: dict[str, list[str]] = field(default_factory=dict)
+    by_target: dict[str, str] = field(default_factory=dict)      # module path -> node name
+
+    def node_for_layer(self, layer: str) -> str | None:
+        """The node of a compare_per_layer mod_name (exact target, else a suffix match)."""
+        if layer in self.by_target:
+            return self.by_target[layer]
+        for target, node in self.by_target.items():
+            if layer.endswith("." + target) or target.endswith("." + layer):
+                return node
+        return layer if layer in self.nodes else None
+
+
+def load_graph(path: Path) -> tuple[Graph, list[dict]]:
+    lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "Graph:"), 0)
+    parsed = simple_table(lines, start)
+    if parsed is None:
+        raise ValueError("no 'opcode name target args kwargs' table found")
+    _, header, rows = parsed
+    lower = [h.lower() for h in header]
+    for need in ("opcode", "name", "target", "args"):
+        if need not in lower:
+            raise ValueError(f"no {need} column (columns: {', '.join(header)})")
+    op_at, name_at, target_at, args_at = (lower.index(k) for k in ("opcode", "name", "target", "args"))
+    graph, hints = Graph(), []
+    for line, cells in rows:
+        if len(cells) <= args_at:
+            continue
+        name, opcode, target, args = cells[name_at], cells[op_at], cells[target_at], cells[args_at]
+        graph.nodes[name] = {"opcode": opcode, "target": target, "line": line}
+        graph.producers[name] = [t for t in _NAME.findall(args) if t in graph.nodes and t != name]
+        if opcode in ("call_module", "get_attr"):
+            graph.by_target.setdefault(target, name)
+        elif opcode == "call_method" and graph.producers[name]:
+            # a FloatFunctional op: get_attr of the module, then call_method on it
+            owner = graph.nodes.get(graph.producers[name][0], {})
+            if owner.get("opcode") == "get_attr":
+                graph.by_target[owner["target"]] = name
+        if _DEPLOY.search(name) or (opcode != "call_module" and _DEPLOY.search(target)):
+            hints.append({"node": name, "target": target[:120], "line": line})
+    return graph, hints
+
+
+def graph_origin(graph: Graph, layers: list[tuple[int, str, bool]]) -> int | None:
+    """First bad layer (in execution order) whose nearest known producers are all fine.
+
+    ``layers`` is (position, mod_name, is_bad) for rows with metrics. Producers that have
+    no compared row are looked through, up to the nearest compared ones.
+    """
+    status: dict[str, bool] = {}
+    for _, layer, bad in layers:
+        node = graph.node_for_layer(layer) if layer else None
+        if node is not None:
+            status[node] = status.get(node, False) or bad
+    for position, layer, bad in layers:
+        if not bad or not layer:
+            continue
+        node = graph.node_for_layer(layer)
+        if node is None:
+            continue
+        if not any(status.get(p, False) for p in _nearest_compared(graph, node, status)):
+            return position
+    return None
+
+
+def _nearest_compared(graph: Graph, node: str, status: dict[str, bool], limit: int = 10000):
+    seen, stack, found = set(), list(graph.producers.get(node, ())), []
+    while stack and len(seen) < limit:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current in status:
+            found.append(current)
+        else:
+            stack.extend(graph.producers.get(current, ()))
+    return found

@@ -1,0 +1,285 @@
+"""QuantAnalysis outputs in a case folder: find them, read them, derive per-folder facts.
+
+Every file that cannot be read, or only in part, becomes an ``artifact_problem`` fact:
+the report says what is missing instead of the run failing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from qcdoctor.engine.errors import QcdoctorError
+
+from .advisor import load_advisor
+from .badcase import spread_fact, worst_indices_from_pt, worst_indices_from_txt
+from .case_file import Case
+from .compare_layers import load_compare, read_layers, row_facts
+from .fx_graph import Graph, graph_origin, load_graph
+from .model_check import check_model
+from .sensitivity import FILE_RE as SENSITIVITY_RE
+from .sensitivity import load_sensitivity, summarise
+from .statistic import load_statistic, weight_fact
+from .thresholds import DEFAULT, Thresholds
+
+COMPARE_NAMES = ("compare_per_layer_out.txt", "compare_per_layer_out.csv")
+ADVISOR_NAMES = ("abnormal_layer_advisor.txt", "abnormal_layer_advisor.csv")
+_MARKERS = COMPARE_NAMES + ADVISOR_NAMES + ("badcase.txt", "all_badcase_info.pt")
+MAX_DEPTH = 4
+# analysis type -> (baseline, analysis) stages it compares by default
+TYPE_STAGES = {"fake_quant": ("float", "calib"), "pre_export": ("qat", "qat_export"),
+               "export": ("qat_export", "qat_bc"), "convert": ("qat_bc", "quantized_bc")}
+OLD_NAMES = {"quantized": "convert", "hbir": "export", "pt_lut": "pre_export"}
+_NAME_HINTS = (("convert", re.compile(r"convert|quantized|intbc|qbc", re.I)),
+               ("pre_export", re.compile(r"pre_?export|lut", re.I)),
+               ("export", re.compile(r"export|hbir|qatbc|qat_bc", re.I)),
+               ("fake_quant", re.compile(r"calib|float|fake|qua_", re.I)))
+
+
+def _is_qa_folder(folder: Path) -> bool:
+    try:
+        names = {p.name for p in folder.iterdir() if p.is_file()}
+    except OSError:
+        return False
+    return bool(names & set(_MARKERS)) or any(SENSITIVITY_RE.match(n) for n in names)
+
+
+def discover(case: Case) -> list[Path]:
+    """QA folders named in artifacts.quant_analysis, else found in the case folder."""
+    if case.folder is None:
+        return []
+    named = case.get("artifacts", {}).get("quant_analysis")
+    if named:
+        return [case.folder / n for n in named]
+    found = []
+    for path in sorted(case.folder.rglob("*")):
+        if path.is_dir() and len(path.relative_to(case.folder).parts) <= MAX_DEPTH \
+                and not any(p.startswith(".") for p in path.relative_to(case.folder).parts) \
+                and _is_qa_folder(path):
+            found.append(path)
+    if _is_qa_folder(case.folder):
+        found.insert(0, case.folder)
+    return found
+
+
+def _rel(case: Case, path: Path) -> str:
+    try:
+        rel = path.relative_to(case.folder).as_posix()
+    except ValueError:
+        return path.as_posix()
+    return rel or "."
+
+
+def _comparison(case: Case, rel: str, compare) -> tuple[str, str, str, str]:
+    """(type, baseline, analysis, known_from) of one folder."""
+    norm = rel.strip("./")
+    for run in case.get("analyses_run", []):
+        if run.get("out_dir", "").strip("./") == norm and norm:
+            kind = OLD_NAMES.get(run.get("type", ""), run.get("type", ""))
+            kind = kind or _type_from_stages(run["baseline"], run["analysis"])
+            return kind, run["baseline"], run["analysis"], "analyses_run"
+    kind = _type_from_content(compare) if compare is not None else ""
+    if kind:
+        return kind, *TYPE_STAGES[kind], "content"
+    for kind, pattern in _NAME_HINTS:
+        if pattern.search(Path(rel).name):
+            return kind, *TYPE_STAGES[kind], "folder name"
+    return "unknown", "", "", "unknown"
+
+
+def _type_from_stages(baseline: str, analysis: str) -> str:
+    return {"quantized_bc": "convert", "qat_bc": "export", "qat_export": "pre_export"}.get(
+        analysis, "fake_quant")
+
+
+def _type_from_content(compare) -> str:
+    frame = compare.frame
+    if "analy_op_type" not in frame or "base_op_type" not in frame:
+        return ""
+    analy = frame["analy_op_type"].dropna().astype(str).head(200)
+    base = frame["base_op_type"].dropna().astype(str).head(200)
+    if analy.empty or base.empty:
+        return ""
+    hbir_analy = analy.str.contains(r"\[", regex=True).mean() > 0.5
+    hbir_base = base.str.contains(r"\[", regex=True).mean() > 0.5
+    if hbir_analy and hbir_base:
+        return "convert"
+    float_base = base.str.contains(r"^\s*torch\.nn\.modules", regex=True).mean() > 0.3
+    qat_analy = analy.str.contains(r"\.qat\.", regex=True).mean() > 0.3
+    if float_base and qat_analy:
+        return "fake_quant"
+    return ""
+
+
+def collect_quant_analysis(case: Case, trust_pickles: bool = False,
+                           limits: Thresholds = DEFAULT) -> list[dict]:
+    facts: list[dict] = []
+    graph = _graph(case, facts)
+    for folder in discover(case):
+        rel = _rel(case, folder)
+        if not folder.is_dir():
+            facts.append(_problem(rel, "folder not found", False, case.source("artifacts")))
+            continue
+        facts += _folder_facts(case, folder, rel, graph, trust_pickles, limits)
+    facts += _model_check_facts(case)
+    return facts
+
+
+def _problem(file: str, problem: str, partial: bool, source: str) -> dict:
+    return {"type": "artifact_problem", "file": file, "problem": problem[:300],
+            "partial": partial, "source": source}
+
+
+def _read(facts: list[dict], rel: str, reader, *args):
+    """Run a reader; a failure becomes an artifact_problem fact, never an exception."""
+    try:
+        return reader(*args)
+    except QcdoctorError as exc:
+        facts.append(_problem(rel, exc.problem + (f" ({exc.fix})" if exc.fix else ""), False, rel))
+    except (ValueError, OSError, UnicodeDecodeError, IndexError, KeyError) as exc:
+        facts.append(_problem(rel, str(exc) or type(exc).__name__, False, rel))
+    except Exception as exc:  # noqa: BLE001 - pandas raises many kinds on damaged input
+        facts.append(_problem(rel, f"{type(exc).__name__}: {exc}", False, rel))
+    return None
+
+
+def _folder_facts(case, folder, rel, graph, trust_pickles, limits) -> list[dict]:
+    facts: list[dict] = []
+    files = {p.name: p for p in folder.iterdir() if p.is_file()}
+    compare_path = next((files[n] for n in COMPARE_NAMES if n in files), None)
+    compare = None
+    if compare_path is not None:
+        crel = f"{rel}/{compare_path.name}" if rel != "." else compare_path.name
+        compare = _read(facts, crel, load_compare, compare_path)
+    kind, baseline, analysis_stage, known = _comparison(case, rel, compare)
+    sens_paths = sorted(p for n, p in files.items() if SENSITIVITY_RE.match(n))
+    # prefer .txt over .pt of the same table
+    stems = {p.name.rsplit(".", 1)[0] for p in sens_paths if p.suffix == ".txt"}
+    sens_paths = [p for p in sens_paths if p.suffix == ".txt" or p.name.rsplit(".", 1)[0] not in stems]
+    facts.append({"type": "qa_folder", "analysis": rel, "comparison": kind,
+                  "baseline": baseline, "analysis_stage": analysis_stage, "known_from": known,
+                  "has_compare": compare is not None, "has_sensitivity": bool(sens_paths),
+                  "has_advisor": any(n in files for n in ADVISOR_NAMES),
+                  "has_badcase": "badcase.txt" in files or "all_badcase_info.pt" in files,
+                  "source": rel})
+    if compare is not None:
+        reading = read_layers(compare, limits)
+        facts += row_facts(compare, reading, rel, crel)
+        if compare.table.problems:
+            facts.append(_problem(crel, "; ".join(compare.table.problems), True, crel))
+        if graph is not None and reading.compared:
+            facts += _graph_origin_facts(compare, reading, graph, rel, crel, limits)
+    top_weight = None
+    for path in sens_paths:
+        srel = f"{rel}/{path.name}" if rel != "." else path.name
+        sens = _read(facts, srel, load_sensitivity, path, trust_pickles)
+        if sens is None:
+            continue
+        if sens.problems:
+            facts.append(_problem(srel, "; ".join(sens.problems[:5]), True, srel))
+        summary = summarise(sens, rel, srel, limits)
+        if summary is None:
+            facts.append(_problem(srel, "no usable rows", True, srel))
+            continue
+        facts.append(summary)
+        if summary["top_kind"] == "weight":
+            top_weight = summary["top_op"]
+    for name in ADVISOR_NAMES:
+        if name in files:
+            arel = f"{rel}/{name}" if rel != "." else name
+            loaded = _read(facts, arel, load_advisor, files[name])
+            if loaded:
+                rows, problems = loaded
+                if problems:
+                    facts.append(_problem(arel, "; ".join(problems[:5]), True, arel))
+                facts += [{"type": "advisor_message", "analysis": rel, "layer": r["layer"],
+                           "kind": r["kind"], "op_type": r["op_type"][:120],
+                           "message": (r["info"] or r["advice"])[:200],
+                           "source": f"{arel} line {r['line']}"} for r in rows]
+            break
+    if "badcase.txt" in files:
+        brel = f"{rel}/badcase.txt" if rel != "." else "badcase.txt"
+        indices = _read(facts, brel, worst_indices_from_txt, files["badcase.txt"])
+        if indices:
+            facts.append(spread_fact(indices, rel, brel))
+    elif "all_badcase_info.pt" in files:
+        brel = f"{rel}/all_badcase_info.pt" if rel != "." else "all_badcase_info.pt"
+        indices = _read(facts, brel, worst_indices_from_pt, files["all_badcase_info.pt"], trust_pickles)
+        if indices:
+            facts.append(spread_fact(indices, rel, brel))
+    if top_weight:
+        for side in ("analysis_model", "baseline_model"):
+            stat = folder / side / "statistic.txt"
+            if stat.is_file():
+                srel = f"{rel}/{side}/statistic.txt"
+                rows = _read(facts, srel, load_statistic, stat)
+                fact = weight_fact(rows or [], top_weight, rel, srel)
+                if fact and math.isfinite(fact["min"]) and math.isfinite(fact["max"]):
+                    facts.append(fact)
+                break
+    return facts
+
+
+def _graph(case: Case, facts: list[dict]) -> Graph | None:
+    if case.folder is None:
+        return None
+    named = case.get("artifacts", {}).get("fx_graph")
+    path = case.folder / named if named else next(iter(sorted(case.folder.rglob("fx_graph*.txt"))), None)
+    if path is None:
+        return None
+    rel = _rel(case, path)
+    if not path.is_file():
+        facts.append(_problem(rel, "file not found", False, case.source("artifacts.fx_graph")))
+        return None
+    loaded = _read(facts, rel, load_graph, path)
+    if loaded is None:
+        return None
+    graph, hints = loaded
+    facts += [{"type": "deploy_branch_hint", "node": h["node"], "target": h["target"],
+               "source": f"{rel} line {h['line']}"} for h in hints[:20]]
+    facts.append({"type": "graph_loaded", "nodes": len(graph.nodes), "source": rel})
+    return graph
+
+
+def _graph_origin_facts(compare, reading, graph, rel, crel, limits) -> list[dict]:
+    frame = compare.frame
+    if "cosine" not in frame or "mod_name" not in frame:
+        return []
+    cos = frame["cosine"].to_numpy(dtype=float)
+    names = frame["mod_name"].tolist()
+    layers = [(i, names[i].strip() if isinstance(names[i], str) else "",
+               bool(cos[i] < limits.cosine_good)) for i in range(len(frame)) if not math.isnan(cos[i])]
+    position = graph_origin(graph, layers)
+    if position is None:
+        return []
+    layer = names[position].strip()
+    return [{"type": "layer_graph_origin", "analysis": rel, "layer": layer,
+             "row": int(frame["_index"].iat[position]), "cosine": float(cos[position]),
+             "agrees": position == reading.origin,
+             "origin_layer": names[reading.origin].strip() if reading.origin is not None else "",
+             "origin_row": int(frame["_index"].iat[reading.origin]) if reading.origin is not None else 0,
+             "source": f"{crel} row {int(frame['_index'].iat[position])}"}]
+
+
+def _model_check_facts(case: Case) -> list[dict]:
+    if case.folder is None:
+        return []
+    named = case.get("artifacts", {}).get("model_check_result")
+    paths = [case.folder / named] if named else sorted(case.folder.rglob("model_check_result*.txt"))
+    facts: list[dict] = []
+    for path in paths:
+        rel = _rel(case, path)
+        if not path.is_file():
+            facts.append(_problem(rel, "file not found", False, case.source("artifacts")))
+            continue
+        found = _read(facts, rel, check_model, path) or []
+        by_kind: dict[str, list[dict]] = {}
+        for item in found:
+            by_kind.setdefault(item["kind"], []).append(item)
+        for kind, items in sorted(by_kind.items()):
+            facts.append({"type": "model_check", "kind": kind, "count": len(items),
+                          "modules": ",".join(i["module"] for i in items[:8]),
+                          "detail": items[0]["detail"][:160],
+                          "source": f"{rel} line {items[0]['line']}"})
+    return facts
