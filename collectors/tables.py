@@ -108,18 +108,21 @@ def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table
     header = _dedupe([h or "_index" for h in header])
     extra = [f"_extra{i}" for i in range(8)]      # later rows may carry more fields
     names = header + extra
-    wanted = [n for n in header if usecols is None or n in usecols or n == "_index"] + extra
-    frame = pd.read_csv(path, sep=",", header=None, names=names, usecols=wanted, skiprows=1,
+    # no usecols: with more names than fields the C parser rejects usecols, and the
+    # extra names are what catches rows longer than the header
+    frame = pd.read_csv(path, sep=",", header=None, names=names, skiprows=1,
                         skipinitialspace=True, index_col=False, na_values=NA_VALUES,
                         keep_default_na=False, dtype={c: object for c in text_columns
-                                                      if c in wanted},
+                                                      if c in names},
                         on_bad_lines="skip", encoding_errors="replace", low_memory=False)
     table = Table(frame, str(path), 2)
-    longer = frame[extra].notna().any(axis=1)
+    present = [c for c in extra if c in frame]
+    longer = frame[present].notna().any(axis=1) if present else pd.Series(False, index=frame.index)
     if longer.any():
         table.problems.append(f"{int(longer.sum())} row(s) carry more fields than the header; "
                               "the extra fields were ignored")
-    table.frame = frame.drop(columns=extra)
+    unwanted = [c for c in header if usecols is not None and c not in usecols and c != "_index"]
+    table.frame = frame.drop(columns=present + unwanted)
     table.frame["_line"] = frame.index.to_numpy() + 2
     return table
 

@@ -113,7 +113,7 @@ def _qa_folders(report: dict, L: dict) -> list[dict]:
             lines.append(L["qa"]["no_origin"].format(**one("layer_table")))
         if kind and kind["kind"] != "unclear":
             lines.append(L["qa"]["kind_" + kind["kind"]].format(**kind))
-        if worst and not worst["is_origin"]:
+        if worst and worst["has_origin"] and not worst["is_origin"]:
             lines.append(L["qa"]["worst"].format(**worst, where=worst["source"]))
         for sens in (f for f in _facts_of(report, "sensitivity_summary") if f["analysis"] == name):
             lines.append(L["qa"]["sensitivity"].format(**sens, where=sens["source"]))

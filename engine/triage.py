@@ -26,8 +26,9 @@ def case_context(case: Case, facts: list[dict]) -> dict:
 
 def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | None = None,
                 environ=None, cwd: Path | None = None, installed: dict | None = None,
-                display_path: str | None = None) -> dict:
-    facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed)
+                display_path: str | None = None, trust_pickles: bool = False) -> dict:
+    facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
+                          trust_pickles=trust_pickles)
     hits = run_rules(facts, runner)
     lang = lang or case.get("language", "zh")
     info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
