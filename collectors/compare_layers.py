@@ -40,12 +40,14 @@ def load_compare(path: Path) -> LayerTable:
     reader = read_qa_csv if path.suffix.lower() == ".csv" else read_psql_file
     wanted = set(TEXT) | set(NUMERIC) | set(ALIASES)
     table = reader(path, usecols=wanted, text_columns=TEXT)
-    frame = table.frame.rename(columns={k: v for k, v in ALIASES.items()
-                                        if k in table.frame and v not in table.frame})
+    frame = table.frame
+    renames = {k: v for k, v in ALIASES.items() if k in frame and v not in frame}
+    if renames:
+        frame.columns = [renames.get(c, c) for c in frame.columns]
     if "cosine" not in frame and "atol" not in frame:
         raise ValueError("no Cosine or Atol column: not a compare_per_layer table")
     for column in NUMERIC:
-        if column in frame and frame[column].dtype == object:
+        if column in frame and not pd.api.types.is_numeric_dtype(frame[column]):
             numbers = pd.to_numeric(frame[column], errors="coerce")
             bad = numbers.isna() & frame[column].notna()
             if bad.any():
@@ -55,9 +57,10 @@ def load_compare(path: Path) -> LayerTable:
     for column in NUMERIC:
         if column in frame:
             values = frame[column].to_numpy(dtype=float)
-            if not np.isfinite(values[~np.isnan(values)]).all():
+            infinite = np.isinf(values)
+            if infinite.any():
                 table.problems.append(f"inf in {column} was treated as missing")
-                frame[column] = np.where(np.isinf(values), np.nan, values)
+                frame[column] = np.where(infinite, np.nan, values)
     table.frame = frame
     columns = set(frame.columns)
     layout = ("23" if {"mse", "kl", "sqnr"} <= columns else
@@ -92,8 +95,10 @@ def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT) -> LayerReadin
     atol = frame["atol"].to_numpy(dtype=float) if "atol" in frame else np.full(n, np.nan)
     has_metric = ~np.isnan(cos) | ~np.isnan(atol)
     mismatch = 0
-    if "shape" in frame:
-        mismatch = int(frame["shape"].astype(str).str.contains("mismatch", na=False).sum())
+    if "shape" in frame and not has_metric.all():
+        # 'mismatch shape' rows carry no metrics: only those need the text test
+        shapes = frame["shape"].to_numpy()[~has_metric]
+        mismatch = sum(isinstance(v, str) and "mismatch" in v for v in shapes)
     rows = np.flatnonzero(has_metric)
     if rows.size == 0:
         return LayerReading(0, mismatch, None, "none", 0.0, None, "unclear", {})

@@ -106,7 +106,7 @@ def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table
         raise ValueError("empty file: no header row")
     header = [normalise_header(h) for h in first.rstrip("\n").split(",")]
     header = _dedupe([h or "_index" for h in header])
-    extra = [f"_extra{i}" for i in range(8)]      # later rows may carry more fields
+    extra = [f"_extra{i}" for i in range(4)]      # later rows may carry more fields
     names = header + extra
     # no usecols: with more names than fields the C parser rejects usecols, and the
     # extra names are what catches rows longer than the header
@@ -122,7 +122,9 @@ def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table
         table.problems.append(f"{int(longer.sum())} row(s) carry more fields than the header; "
                               "the extra fields were ignored")
     unwanted = [c for c in header if usecols is not None and c not in usecols and c != "_index"]
-    table.frame = frame.drop(columns=present + unwanted)
+    for column in present + unwanted:       # in place: drop() would copy the whole table
+        del frame[column]
+    table.frame = frame
     table.frame["_line"] = frame.index.to_numpy() + 2
     return table
 

@@ -32,12 +32,17 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--lang", choices=("zh", "en"), help="report language (default: the case's, else zh)")
     t.add_argument("--fail-on", choices=FAIL_ON, default="never",
                    help="exit 1 when an item at or above this severity is reported")
+    t.add_argument("--trust-pickles", action="store_true",
+                   help="allow .pt files that need full unpickling (can run code: only for "
+                        "files you trust)")
 
     sub.add_parser("examples", help="list the bundled example cases")
 
     c = sub.add_parser("collect", help="print the facts gathered for a case")
     c.add_argument("case")
     c.add_argument("--format", choices=("md", "json"), default="md")
+    c.add_argument("--trust-pickles", action="store_true",
+                   help="allow .pt files that need full unpickling")
 
     r = sub.add_parser("rules", help="list the rules or explain one")
     rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
@@ -97,10 +102,11 @@ def _cmd_triage(args, parser) -> int:
     if args.example:
         from .examples import example_path
         with example_path(args.example) as path:
-            report = triage_path(path, lang=args.lang, display_path=f"example:{args.example}")
+            report = triage_path(path, lang=args.lang, display_path=f"example:{args.example}",
+                                 trust_pickles=args.trust_pickles)
         protected = []
     else:
-        report = triage_path(args.case, lang=args.lang)
+        report = triage_path(args.case, lang=args.lang, trust_pickles=args.trust_pickles)
         case = Path(args.case)
         protected = [case / "case.yaml" if case.is_dir() else case]
     _emit(render(report, args.format), args.output, protected)
@@ -124,7 +130,7 @@ def _cmd_collect(args, parser) -> int:
     from qcdoctor.collectors.case_facts import collect_facts
     from qcdoctor.collectors.case_file import load_case
 
-    facts = collect_facts(load_case(args.case))
+    facts = collect_facts(load_case(args.case), trust_pickles=args.trust_pickles)
     if args.format == "json":
         print(json.dumps(facts, ensure_ascii=False, indent=2))
         return EXIT_OK

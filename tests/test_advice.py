@@ -137,8 +137,15 @@ def test_every_conclusion_names_rules_and_facts():
 
 def test_generated_code_reuses_the_users_analysis_folder():
     report = triage_dict(_with(analyses_run=[{"type": "convert", "baseline": "qat_bc",
-                                              "analysis": "quantized_bc", "sensitivity": True,
+                                              "analysis": "quantized_bc", "sensitivity": False,
                                               "out_dir": "qatbc_vs_quantizedbc"}]))
     code = next(a for a in report["next_actions"] if a["kind"] == "quant_analysis")["code"]
     assert 'out_dir="./qatbc_vs_quantizedbc"' in code
     assert "./qa_convert" not in code
+
+
+def test_an_analysis_already_run_with_sensitivity_is_not_proposed_again():
+    report = triage_dict(_with(analyses_run=[{"type": "convert", "baseline": "qat_bc",
+                                              "analysis": "quantized_bc", "sensitivity": True}]))
+    assert not any(a["id"] == "qa_convert" for a in report["next_actions"])
+    assert any(a["id"] == "bc_editor" for a in report["next_actions"])

@@ -125,3 +125,19 @@ def test_help_imports_neither_torch_nor_pandas():
 def test_console_script_runs():
     result = subprocess.run(["qcdoctor", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.startswith("qcdoctor ")
+
+
+def test_triage_reads_quantanalysis_outputs_and_trusts_pickles_only_when_asked(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    from .qa.scenarios import build
+    from .test_quant_analysis import Custom
+    case = build("truncation", tmp_path)
+    torch.save([("a", "activation", Custom(), 0.5, "qint8")],
+               case / "qa_convert" / "output_z_L1_sensitive_ops.pt")
+    assert main(["triage", str(case), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert any("--trust-pickles" in f["problem"] for f in report["facts"]
+               if f["type"] == "artifact_problem")
+    assert main(["collect", str(case), "--format", "json", "--trust-pickles"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert any(f["type"] == "sensitivity_summary" and f["output"] == "z" for f in facts)

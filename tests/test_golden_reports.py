@@ -31,6 +31,7 @@ EXPECTED = {
     "board_only": ("user_side", {"ST090"}, set()),
     "single_frame": ("undetermined", {"ST140"}, {"single_frame_evidence"}),
     "wide_gap": ("undetermined", {"ST100"}, {"unverified_quantized_bc"}),
+    "convert_quant_analysis": ("convert", {"ST050"}, {"worst_layer_as_root"}),
 }
 
 
@@ -68,6 +69,10 @@ def test_specific_example_advice():
     assert export["next_actions"][0]["stage_to_evaluate"] == "qat_export"
     wide = _report("wide_gap", "en")
     assert wide["next_actions"][0]["stage_to_evaluate"] == "quantized_bc"
+    qa = _report("convert_quant_analysis", "en")
+    assert {"LY010", "LY030", "LY040", "LY054"} <= {f["rule"] for f in qa["findings"]}
+    assert qa["next_actions"][0]["id"] == "fixed_scale:head.reciprocal"
+    assert not any(a["id"] == "qa_convert" for a in qa["next_actions"])    # already run
     board = _report("board_only", "en")
     platform = next(f for f in board["facts"] if f["type"] == "platform")
     assert platform["march"] == "nash-m" and ".env.board" in platform["source"]

@@ -22,7 +22,7 @@ def case_yaml(folder: Path, **extra) -> None:
 
 
 def sens_rows(values: list[tuple[str, float]], op_type=CONV, kind="activation"):
-    return [(name, kind, LUT if "rsqrt" in name or "exp" in name else op_type, v, "qint8")
+    return [(name, kind, LUT if any(w in name for w in ("rsqrt", "exp", "reciprocal")) else op_type, v, "qint8")
             for name, v in values]
 
 

@@ -1,0 +1,66 @@
+"""Benchmark: reading and analysing a 50,000-row compare_per_layer table.
+
+Baseline, measured in the same run on the same table: a bare ``pandas.read_csv`` of the
+CSV file. Targets: reading + analysing the CSV <= 1.5x the baseline; the psql .txt of
+the same table <= 3x. Each figure is the best of several runs.
+
+Run: python bench/bench_quant_analysis.py [ROWS]
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the fixture writers
+
+from qcdoctor.collectors.compare_layers import load_compare, read_layers  # noqa: E402
+from tests.qa.writers import layer, write_compare  # noqa: E402
+
+
+def table(rows: int) -> list[dict]:
+    out = []
+    for i in range(rows):
+        cos = 0.99995 if i < rows // 2 else 0.93 - (i - rows // 2) * 1e-7
+        out.append(layer(f"model.block{i // 100}.layer{i % 100}.conv", None if i % 37 == 0 else cos,
+                         qscale=0.0078 + (i % 13) * 1e-4, base=(-1.2, 1.1), analy=(-1.19, 1.1)))
+    return out
+
+
+def best(fn, runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> int:
+    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 50_000
+    with tempfile.TemporaryDirectory() as tmp:
+        data = table(rows)
+        csv = write_compare(Path(tmp) / "csv", data, "16", "csv")
+        txt = write_compare(Path(tmp) / "txt", data, "16", "txt")
+
+        def ours(path):
+            reading = read_layers(load_compare(path))
+            assert reading.origin is not None
+        baseline = best(lambda: pd.read_csv(csv))
+        csv_time = best(lambda: ours(csv))
+        txt_time = best(lambda: ours(txt))
+    csv_ratio, txt_ratio = csv_time / baseline, txt_time / baseline
+    print(f"rows: {rows}; baseline pandas.read_csv of the CSV: {baseline * 1000:.1f} ms")
+    print(f"csv:  {csv_time * 1000:7.1f} ms read + analyse = {csv_ratio:.2f}x baseline"
+          f"  target <= 1.5x: {'OK' if csv_ratio <= 1.5 else 'MISSED'}")
+    print(f"psql: {txt_time * 1000:7.1f} ms read + analyse = {txt_ratio:.2f}x baseline"
+          f"  target <= 3x: {'OK' if txt_ratio <= 3 else 'MISSED'}")
+    return 0 if csv_ratio <= 1.5 and txt_ratio <= 3 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
