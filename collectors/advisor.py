@@ -23,6 +23,10 @@ def classify(text: str) -> str:
     return next((kind for kind, pattern in KINDS if pattern.search(text)), "other")
 
 
+def _cells_reader(cells: list[str]):
+    return lambda i: cells[i] if i is not None and i < len(cells) else ""
+
+
 def load_advisor(path: Path) -> tuple[list[dict], list[str]]:
     """Rows as {layer, op_type, info, advice, kind, line}, plus problems."""
     text = Path(path).read_text(encoding="utf-8", errors="replace")
@@ -46,8 +50,7 @@ def load_advisor(path: Path) -> tuple[list[dict], list[str]]:
         raise ValueError(f"no abnormal_info or advice column (columns: {', '.join(header)})")
     out = []
     for line, cells in rows:
-        def cell(i):
-            return cells[i] if i is not None and i < len(cells) else ""
+        cell = _cells_reader(cells)
         if len(cells) < len(header):
             problems.append(f"line {line}: {len(cells)} cells where the header has {len(header)}")
         info, advice = cell(info_at), cell(advice_at)

@@ -42,14 +42,16 @@ def worst_indices_from_pt(path: Path, trust_pickles: bool = False) -> dict[str, 
     data = load_pt(path, trust_pickles)
     worst = None
     if isinstance(data, dict):
-        worst = next((v for k, v in data.items() if "index" in str(k).lower() or
-                      "worst" in str(k).lower()), None)
+        named = [k for k, v in data.items() if isinstance(v, dict) and
+                 ("worst" in str(k).lower() or "index" in str(k).lower())]
+        named.sort(key=lambda k: (0 if "worst" in str(k).lower() else 1, str(k)))
+        worst = data[named[0]] if named else None
     elif isinstance(data, (list, tuple)) and len(data) >= 2:
         worst = data[1]              # older: (index table, worst-index dict, input dict)
     if not isinstance(worst, dict):
         raise ValueError("no worst-index table found in this bad-case report")
     out: dict[str, set[int]] = {}
-    for output, per_metric in worst.items():
+    for per_metric in worst.values():
         items = per_metric.items() if isinstance(per_metric, dict) else [("value", per_metric)]
         for metric, index in items:
             try:

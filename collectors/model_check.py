@@ -44,7 +44,7 @@ def check_model(path: Path) -> list[dict]:
             if m and not text.startswith("#"):
                 add("abnormal_compute", m.group(1), m.group(2), i + 1)
 
-    for header_line, header, rows in psql_tables(lines):
+    for _, header, rows in psql_tables(lines):
         lower = [h.lower() for h in header]
         if "module name" in lower and "input dtype" in lower:
             _layer_qconfig(lower, rows, add)

@@ -102,10 +102,13 @@ def _rows_from_txt(text: str, metric: str, problems: list[str]) -> list[Sensitiv
         if not np.isfinite(value):
             problems.append(f"line {line}: value is {value}; row skipped")
             continue
-        pick = lambda i: cells[i] if i is not None and i < len(cells) else ""  # noqa: E731
-        out.append(SensitivityRow(cells[name_at], pick(type_at), pick(op_at), value,
-                                  pick(dtype_at), line))
+        out.append(SensitivityRow(cells[name_at], _pick(cells, type_at), _pick(cells, op_at),
+                                  value, _pick(cells, dtype_at), line))
     return out
+
+
+def _pick(cells: list[str], index: int | None) -> str:
+    return cells[index] if index is not None and index < len(cells) else ""
 
 
 def _rows_from_pt(data, problems: list[str]) -> list[SensitivityRow]:

@@ -23,16 +23,18 @@ def load_statistic(path: Path) -> list[dict]:
     for line, cells in rows:
         if len(cells) < len(header):
             continue
-
-        def num(name):
-            try:
-                return float(cells[at[name]])
-            except (KeyError, ValueError):
-                return float("nan")
         out.append({"module": cells[at["mod name"]], "op": cells[at.get("op name", 0)],
                     "attr": cells[at["attr"]], "dtype": cells[at["dtype"]] if "dtype" in at else "",
-                    "scale": num("scale"), "min": num("min"), "max": num("max"), "line": line})
+                    "scale": _number(cells, at.get("scale")), "min": _number(cells, at["min"]),
+                    "max": _number(cells, at["max"]), "line": line})
     return out
+
+
+def _number(cells: list[str], index: int | None) -> float:
+    try:
+        return float(cells[index])
+    except (TypeError, ValueError, IndexError):
+        return float("nan")
 
 
 def weight_fact(rows: list[dict], module: str, analysis: str, source: str) -> dict | None:

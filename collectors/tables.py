@@ -14,6 +14,7 @@ counted and reported as problems next to whatever could be read.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -28,9 +29,6 @@ class Table:
     source: str
     first_line: int                    # file line of the first data row (1-based)
     problems: list[str] = field(default_factory=list)
-
-    def line_of(self, position: int) -> int:
-        return self.first_line + position
 
 
 def normalise_header(name: str) -> str:
@@ -76,12 +74,16 @@ def read_psql_file(path, usecols: set[str] | None = None, text_columns=()) -> Ta
     wanted = [n for n in names if n not in ("_lead", "_trail") and
               (usecols is None or n in usecols or n == "_index")]
     skip = header_at + 2                     # header and the |---+ line under it
-    frame = pd.read_csv(path, sep="|", header=None, names=names, usecols=wanted, skiprows=skip,
-                        skipinitialspace=True, index_col=False, na_values=NA_VALUES,
-                        keep_default_na=False, dtype={c: object for c in text_columns
-                                                      if c in wanted},
-                        on_bad_lines="skip", encoding_errors="replace", low_memory=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", pd.errors.ParserWarning)
+        frame = pd.read_csv(path, sep="|", header=None, names=names, usecols=wanted,
+                            skiprows=skip, skipinitialspace=True, index_col=False,
+                            na_values=NA_VALUES, keep_default_na=False,
+                            dtype={c: object for c in text_columns if c in wanted},
+                            on_bad_lines="skip", encoding_errors="replace", low_memory=False)
     table = Table(frame, str(path), skip + 1)
+    if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
+        table.problems.append("some rows have more cells than the header; the extra cells were cut")
     # borders and stray lines come through with no index: drop them, keep real rows
     index = pd.to_numeric(frame["_index"], errors="coerce")
     keep = index.notna()
@@ -110,12 +112,17 @@ def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table
     names = header + extra
     # no usecols: with more names than fields the C parser rejects usecols, and the
     # extra names are what catches rows longer than the header
-    frame = pd.read_csv(path, sep=",", header=None, names=names, skiprows=1,
-                        skipinitialspace=True, index_col=False, na_values=NA_VALUES,
-                        keep_default_na=False, dtype={c: object for c in text_columns
-                                                      if c in names},
-                        on_bad_lines="skip", encoding_errors="replace", low_memory=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", pd.errors.ParserWarning)
+        frame = pd.read_csv(path, sep=",", header=None, names=names, skiprows=1,
+                            skipinitialspace=True, index_col=False, na_values=NA_VALUES,
+                            keep_default_na=False, dtype={c: object for c in text_columns
+                                                          if c in names},
+                            on_bad_lines="skip", encoding_errors="replace", low_memory=False)
     table = Table(frame, str(path), 2)
+    if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
+        table.problems.append("some rows are far longer than the header; fields past "
+                              f"{len(names)} were cut")
     present = [c for c in extra if c in frame]
     longer = frame[present].notna().any(axis=1) if present else pd.Series(False, index=frame.index)
     if longer.any():

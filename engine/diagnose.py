@@ -146,7 +146,7 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
 
 def _evidence(bindings: dict, bound: list[dict]) -> dict:
     """The facts behind a finding, by pattern name, each with where it was read."""
-    return {name: fact for name, fact in zip(bindings, bound)}
+    return dict(zip(bindings, bound, strict=True))
 
 
 def _action(rule: Rule, action: dict, message: str, case_context: dict) -> dict:

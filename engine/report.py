@@ -103,7 +103,7 @@ def _qa_folders(report: dict, L: dict) -> list[dict]:
     for folder in _facts_of(report, "qa_folder"):
         name = folder["analysis"]
 
-        def one(ftype):
+        def one(ftype, name=name):
             return next((f for f in _facts_of(report, ftype) if f.get("analysis") == name), None)
         lines = []
         origin, kind, worst = one("layer_origin"), one("error_kind"), one("layer_worst")

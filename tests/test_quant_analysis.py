@@ -266,3 +266,51 @@ def test_collect_is_equivalent_to_triage_facts(tmp_path):
     folder = build("cliff", tmp_path)
     facts = collect_facts(load_case(folder), environ={}, installed={}, cwd=folder)
     assert any(f["type"] == "layer_origin" for f in facts)
+
+
+@pytest.mark.parametrize("form", ["dict", "tuple"])
+def test_all_badcase_info_pt_in_both_generations(tmp_path, form):
+    torch = pytest.importorskip("torch")
+    case = tmp_path / form
+    case_yaml(case)
+    qa = case / "qa_convert"
+    write_compare(qa, cliff_rows())
+    worst = {"pred_boxes": {"L1": 3, "Cosine": 3}, "pred_logits": {"L1": 17, "Cosine": 3}}
+    data = {"index_table": [[0, 1]], "worst_index": worst} if form == "dict" else \
+        ([[0, 1]], worst, {"img": torch.zeros(1)})
+    torch.save(data, qa / "all_badcase_info.pt")
+    spread = facts_of(triage(case), "badcase_spread")[0]
+    assert spread["spread"] and spread["distinct_indices"] == 2
+
+
+def test_weight_sensitivity_reads_statistic(tmp_path):
+    case = tmp_path / "w"
+    case_yaml(case)
+    qa = case / "qa_convert"
+    write_compare(qa, cliff_rows())
+    write_sensitivity(qa, [("head.conv", "weight", "x.Conv2d", 0.7, "qint8"),
+                           ("a", "activation", "x.Conv2d", 0.01, "qint8"),
+                           ("b", "activation", "x.Conv2d", 0.0, "qint8")])
+    (qa / "analysis_model").mkdir()
+    (qa / "analysis_model" / "statistic.txt").write_text(
+        "+-------+------------+-----------+--------+---------+--------+---------+--------+\n"
+        "| Index | Op Name    | Mod Name  | Attr   | Dtype   | Scale  | Min     | Max    |\n"
+        "|-------+------------+-----------+--------+---------+--------+---------+--------|\n"
+        "| 3     | qat.Conv2d | head.conv | weight | qint8   | 0.1    | -12.5   | 0.4    |\n"
+        "| 3     | qat.Conv2d | head.conv | output | qint8   | 0.1    | -1.0    | 1.0    |\n"
+        "+-------+------------+-----------+--------+---------+--------+---------+--------+\n")
+    report = triage(case)
+    stat = facts_of(report, "weight_stat")[0]
+    assert (stat["module"], stat["min"], stat["max"]) == ("head.conv", -12.5, 0.4)
+    assert "LY044" in rules_of(report)
+
+
+def test_advisor_csv(tmp_path):
+    case = tmp_path / "a"
+    case_yaml(case)
+    (case / "qa").mkdir()
+    (case / "qa" / "abnormal_layer_advisor.csv").write_text(
+        "mod_name, op_type, abnormal_info, advice\n"
+        "head.exp, Exp, Current scale does not cover the data range, check fake quant\n")
+    message = facts_of(triage(case), "advisor_message")[0]
+    assert (message["layer"], message["kind"]) == ("head.exp", "scale_not_cover")

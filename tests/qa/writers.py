@@ -46,7 +46,7 @@ def _psql(header: list[str], rows: list[list[str]], index: bool = True) -> str:
 
     def line(cells):
         return "| " + " | ".join(c.rjust(w) if _numeric(c) else c.ljust(w)
-                                 for c, w in zip(cells, widths)) + " |"
+                                 for c, w in zip(cells, widths, strict=True)) + " |"
     return "\n".join([border, line(header), under] + [line(r) for r in rows] + [border]) + "\n"
 
 
@@ -117,7 +117,7 @@ def write_sensitivity(folder: Path, rows: list[tuple], *, output="pred", metric=
              for r in rows]
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(header)]
     fmt_row = lambda cs: "  ".join(c.rjust(w) if i == 3 else c.ljust(w)  # noqa: E731
-                                   for i, (c, w) in enumerate(zip(cs, widths))).rstrip()
+                                   for i, (c, w) in enumerate(zip(cs, widths, strict=True))).rstrip()
     lines = [fmt_row(header), "  ".join("-" * w for w in widths)] + [fmt_row(c) for c in cells]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -151,7 +151,7 @@ def write_fx_graph(path: Path, nodes: list[tuple[str, str, str, str]]) -> Path:
     header = ["opcode", "name", "target", "args", "kwargs"]
     rows = [list(n) + ["{}"] for n in nodes]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-    line = lambda cs: "  ".join(c.ljust(w) for c, w in zip(cs, widths)).rstrip()  # noqa: E731
+    line = lambda cs: "  ".join(c.ljust(w) for c, w in zip(cs, widths, strict=True)).rstrip()  # noqa: E731
     text = "Graph:\n" + "\n".join([line(header), "  ".join("-" * w for w in widths)] +
                                   [line(r) for r in rows]) + "\n"
     path.write_text(text, encoding="utf-8")
