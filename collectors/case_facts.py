@@ -9,6 +9,8 @@ from qcdoctor.engine.fact_types import PACKAGES, USER_CHECKS
 
 from .case_file import Case
 from .environment import detect_march, installed_versions
+from .deploy_facts import collect_deploy
+from .dump_facts import collect_dumps
 from .platform import platform_fact
 from .quant_analysis import collect_quant_analysis
 from .stages import derive_stage_facts
@@ -40,13 +42,12 @@ def evidence_facts(case: Case) -> list[dict]:
     return facts
 
 
-def platform_facts(case: Case, environ, cwd: Path | None) -> list[dict]:
+def platform_facts(case: Case, board: tuple[str, str] | None) -> list[dict]:
     given = case.get("platform", {})
     if given:
         return [platform_fact(given.get("chip"), given.get("march"), case.source("platform"))]
-    found = detect_march(case.folder, cwd, environ)
-    if found:
-        return [platform_fact(None, found[0], found[1])]
+    if board:
+        return [platform_fact(None, board[0], board[1])]
     return [platform_fact(None, None, "not given")]
 
 
@@ -118,10 +119,15 @@ def _guess_type(baseline: str, analysis: str) -> str:
 
 
 def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,
-                  installed: dict | None = None, trust_pickles: bool = False) -> list[dict]:
+                  installed: dict | None = None, trust_pickles: bool = False,
+                  progress=None) -> list[dict]:
     """Every fact of a case; ``environ``/``installed`` are injectable for tests."""
     environ = os.environ if environ is None else environ
+    board = detect_march(case.folder, cwd, environ)     # the board's own march, if known
+    platform = platform_facts(case, board)
     return (derive_stage_facts(case) + [case_fact(case)] + evidence_facts(case)
-            + platform_facts(case, environ, cwd) + version_facts(case, installed)
+            + platform + version_facts(case, installed)
             + user_check_facts(case) + [consistency_fact(case)] + analysis_facts(case)
-            + collect_quant_analysis(case, trust_pickles))
+            + collect_quant_analysis(case, trust_pickles)
+            + collect_deploy(case, platform[0], board)
+            + collect_dumps(case, trust_pickles, progress))

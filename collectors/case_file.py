@@ -34,6 +34,7 @@ _side = Mapping({
     "input_scale": Number(minimum=0),
     "height": Number(integer=True, minimum=1),
     "width": Number(integer=True, minimum=1),
+    "input_source": Choice(("pyramid", "resizer", "ddr")),
 })
 
 CASE_SCHEMA = Mapping({
@@ -68,12 +69,14 @@ CASE_SCHEMA = Mapping({
         "postprocess_same": TRISTATE,
         "description": Text(),
         "script": Text(),
+        "config": Text(),
     }),
     "artifacts": Mapping({
         "quant_analysis": ListOf(Text(), scalar_ok=True),
         "model_check_result": Text(),
         "fx_graph": Text(),
-        "dumps": Mapping(values=Text()),
+        "dumps": Mapping({s: Text() for s in STAGES}),
+        "dump_dtype": Choice(("float32", "float16", "int8", "uint8", "int16", "int32")),
     }),
 })
 

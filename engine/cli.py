@@ -7,6 +7,7 @@ command that needs them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -35,6 +36,27 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--trust-pickles", action="store_true",
                    help="allow .pt files that need full unpickling (can run code: only for "
                         "files you trust)")
+
+    a = sub.add_parser("audit", help="the deployment checklist of a case, item by item")
+    a.add_argument("case", help="case folder (with case.yaml) or a case.yaml")
+    a.add_argument("--format", choices=("md", "html", "json"), default="md")
+    a.add_argument("-o", "--output", metavar="FILE", help="write the audit here (atomically)")
+    a.add_argument("--lang", choices=("zh", "en"))
+    a.add_argument("--fail-on", choices=FAIL_ON, default="never",
+                   help="exit 1 when an item at or above this severity is reported "
+                        "(a failed checklist item counts as error)")
+    a.add_argument("--trust-pickles", action="store_true",
+                   help="allow .pt dumps that need full unpickling")
+
+    cmp = sub.add_parser("compare", help="compare two tensor dumps (files or folders of outputs)")
+    cmp.add_argument("left", help="dump file or folder (.npy, .pt, .bin)")
+    cmp.add_argument("right", help="the reference dump file or folder")
+    cmp.add_argument("--decimals", type=int, default=4,
+                     help="values differing beyond this many decimals count as mismatched")
+    cmp.add_argument("--dtype", default=None,
+                     help="dtype of raw .bin files without a sidecar (default float32)")
+    cmp.add_argument("--format", choices=("md", "json"), default="md")
+    cmp.add_argument("--trust-pickles", action="store_true")
 
     sub.add_parser("examples", help="list the bundled example cases")
 
@@ -72,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - a bug: say so briefly, keep the trace on demand
+        if os.environ.get("QCDOCTOR_DEBUG"):
+            raise
+        print(f"qcdoctor: internal error: {type(exc).__name__}: {exc}\n"
+              "  please report it with the case; QCDOCTOR_DEBUG=1 shows the traceback",
+              file=sys.stderr)
+        return EXIT_ERROR
 
 
 def _emit(text: str, output: str | None, protected: list[Path]) -> None:
@@ -115,6 +144,49 @@ def _cmd_triage(args, parser) -> int:
     return EXIT_OK
 
 
+def _cmd_audit(args, parser) -> int:
+    from .diagnose import SEVERITY_RANK, max_severity
+    from .progress import Progress
+    from .report import render
+    from .triage import triage_path
+
+    report = triage_path(args.case, lang=args.lang, trust_pickles=args.trust_pickles,
+                         full_checklist=True, progress=Progress())
+    case = Path(args.case)
+    _emit(render(report, args.format, audit=True), args.output,
+          [case / "case.yaml" if case.is_dir() else case])
+    if args.fail_on != "never" and max_severity(report) >= SEVERITY_RANK[args.fail_on]:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def _cmd_compare(args, parser) -> int:
+    import json
+
+    from qcdoctor.collectors.dumps import compare_paths
+
+    from .errors import QcdoctorError
+    from .progress import Progress
+    if not 0 <= args.decimals <= 12:
+        raise QcdoctorError("--decimals takes 0 to 12", fix="e.g. --decimals 4")
+    results = compare_paths(Path(args.left), Path(args.right), args.decimals, args.dtype,
+                            args.trust_pickles, Progress())
+    if args.format == "json":
+        print(json.dumps(results, indent=2, default=str))
+        return EXIT_OK
+    print(f"| output | cosine | L1 | max abs | rel | mismatch@{args.decimals} | identical |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        if "missing" in r:
+            print(f"| {r['output']} | missing on the {r['missing']} side | | | | | |")
+        elif r["shape_mismatch"] and r["cosine"] is None:
+            print(f"| {r['output']} | shapes {r['shape_left']} vs {r['shape_right']} | | | | | no |")
+        else:
+            print(f"| {r['output']} | {r['cosine']:.6f} | {r['l1']:.6g} | {r['max_abs']:.6g} | "
+                  f"{r['rel']:.3g} | {r['mismatch_ratio']:.4%} | {'yes' if r['identical'] else 'no'} |")
+    return EXIT_OK
+
+
 def _cmd_examples(args, parser) -> int:
     from .examples import example_names, example_title
     names = example_names()
@@ -151,5 +223,5 @@ def _cmd_rules(args, parser) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"triage": _cmd_triage, "examples": _cmd_examples, "collect": _cmd_collect,
-             "rules": _cmd_rules}
+_COMMANDS = {"triage": _cmd_triage, "audit": _cmd_audit, "compare": _cmd_compare,
+             "examples": _cmd_examples, "collect": _cmd_collect, "rules": _cmd_rules}

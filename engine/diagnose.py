@@ -12,7 +12,7 @@ from pathlib import Path
 
 from qcdoctor import __version__
 
-from .rulebook import Rule, load_rules
+from .rulebook import Rule, checklist_items, load_rules
 from .runner import Hit, RuleRunner, canonical, engine_fact
 from .snippets import render_snippet
 from .text import render
@@ -38,15 +38,44 @@ def conclusion_fact(hits: list[Hit]) -> dict | None:
     return None
 
 
+STATUS_RANK = {"fail": 3, "unknown": 2, "pass": 1, "not_applicable": 0}
+
+
+def checklist_statuses(hits: list[Hit]) -> dict[str, str]:
+    """item -> worst status over every rule that judged it (fail > unknown > pass > n/a)."""
+    worst: dict[str, str] = {}
+    for hit in hits:
+        if "checklist" not in hit.rule.then:
+            continue
+        c = _fill(hit.rule.then["checklist"], hit.facts)
+        if STATUS_RANK[c["status"]] > STATUS_RANK.get(worst.get(c["item"]), -1):
+            worst[c["item"]] = c["status"]
+    return worst
+
+
+def _checklist_facts(hits: list[Hit]) -> list[dict]:
+    return [{"type": "checklist", "item": item, "status": status, "source": "deploy rules"}
+            for item, status in sorted(checklist_statuses(hits).items())]
+
+
+def _conclusion_facts(hits: list[Hit]) -> list[dict]:
+    found = conclusion_fact(sorted(hits, key=lambda h: h.sort_key))
+    return [found] if found else []
+
+
+# derived fact kind -> how it is built from the hits of its producers
+DERIVED = {"conclusion": _conclusion_facts, "checklist": _checklist_facts}
+
+
 def run_rules(facts: list[dict], runner: RuleRunner | None = None) -> list[Hit]:
-    """Hits of every rule; the conclusion is fed back as a fact once all its producers ran."""
+    """Hits of every rule; each derived fact kind is fed back once all its producers ran."""
     runner = runner or bundled_runner()
-    producers = [r.stratum for r in runner.rules if "conclusion" in r.then]
-    last = max(producers, default=-1)
+    last = {kind: max((r.stratum for r in runner.rules if kind in r.then), default=-1)
+            for kind in DERIVED}
 
     def derive(stratum: int, hits_so_far: list[Hit]) -> list[dict]:
-        found = conclusion_fact(sorted(hits_so_far, key=lambda h: h.sort_key))
-        return [found] if stratum == last and found else []
+        return [fact for kind, build in DERIVED.items() if last[kind] == stratum
+                for fact in build(hits_so_far)]
     return runner.run(facts, derive)
 
 
@@ -64,8 +93,11 @@ def _fill(value, bindings):
     return value
 
 
+DEPLOY_STAGES = ("compile", "user_side", "nv12_insertion", "qdq_removal")
+
+
 def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: dict,
-                 case_context: dict, files: list[str]) -> dict:
+                 case_context: dict, files: list[str], full_checklist: bool = False) -> dict:
     conclusion = conclusion_fact(hits)
     stage = conclusion["stage"] if conclusion else "undetermined"
     report = {
@@ -87,6 +119,7 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
     with_source = {canonical(engine_fact(f)): f for f in report["facts"]}
     winner = conclusion["source"].split()[-1] if conclusion else None
     seen: dict[str, set] = {}
+    judged: dict[str, list[dict]] = {}
 
     def first(kind: str, key: str) -> bool:
         bucket = seen.setdefault(kind, set())
@@ -130,11 +163,17 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
             report["pitfalls"].append({"id": then["pitfall"], "text": message,
                                        "correct_practice": (rule.fix or rule.rationale)[lang],
                                        "rule": rule.id, "severity": rule.severity})
+        if "checklist" in then and first("checklist", rule.id + message):
+            judged.setdefault(produced["checklist"]["item"], []).append(
+                {"rule": rule.id, "status": produced["checklist"]["status"], "text": message,
+                 "sources": [f.get("source", "") for f in bound if f.get("source")]})
         if "keep" in then and first("keep", rule.id):
             for item in then["keep"]["items"]:
                 path = _present(item.get("patterns", []), files)
                 report["artifacts"]["keep"].append({"name": item["name"], "present": bool(path),
                                                     "path": path})
+    if full_checklist or stage in DEPLOY_STAGES:
+        report["checklist"] = checklist_section(judged, lang)
     if any(f["type"] == "qa_folder" for f in facts):
         from qcdoctor.collectors.thresholds import DEFAULT
         report["thresholds"] = DEFAULT.as_dict()
@@ -142,6 +181,20 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
         report["conclusion"]["evidence"].append({"rule": "", "text": _FALLBACK[lang],
                                                  "severity": "warning"})
     return report
+
+
+def checklist_section(judged: dict[str, list[dict]], lang: str) -> list[dict]:
+    """Every checklist item, judged or not: status, evidence, and what to provide."""
+    items = []
+    for item, spec in checklist_items().items():
+        evidence = sorted(judged.get(item, []), key=lambda e: (-STATUS_RANK[e["status"]], e["rule"]))
+        status = evidence[0]["status"] if evidence else "unknown"
+        entry = {"id": item, "status": status, "evidence": evidence, "title": spec["title"][lang],
+                 "mandatory": spec["mandatory"]}
+        if status == "unknown":
+            entry["provide"] = spec["provide"][lang]
+        items.append(entry)
+    return items
 
 
 def _evidence(bindings: dict, bound: list[dict]) -> dict:

@@ -27,6 +27,11 @@ MARCHES = ("nash-e", "nash-m", "nash-p", "nash-h", "nash-b", "nash-b-lite", "nas
 PACKAGES = ("horizon-plugin-pytorch", "horizon-plugin-profiler", "hbdk4-compiler")
 USER_CHECKS = ("same_checkpoint", "same_qconfig", "same_march", "same_prepost")
 CHECKLIST_STATUSES = ("pass", "fail", "unknown", "not_applicable")
+# knowledge.md §10: the five mandatory items, then the compile-configuration checks
+CHECKLIST_ITEMS = ("input_preprocessing", "layout", "input_scale", "pre_post_nodes", "padding",
+                   "march_consistency", "insert_before_convert", "qdq_after_convert",
+                   "qdq_io_types", "preprocess_mode", "nv12_even_size", "input_type_pair",
+                   "input_source", "core_num")
 QA_TYPES = ("fake_quant", "pre_export", "export", "convert")
 ADVISOR_KINDS = ("asymmetric_input", "large_input_range", "output_not_high_precision",
                  "range_too_large_int8", "range_too_large_any", "scale_not_cover", "inf_nan",
@@ -154,6 +159,31 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     "deploy_branch_hint": {"node": _s(default=""), "target": _s(default="")},
     "graph_loaded": {"nodes": _i(0)},
     "artifact_problem": {"file": _s(default=""), "problem": _s(default=""), "partial": _b()},
+    # --- deployment (collectors/deploy_facts.py, collectors/dumps.py)
+    "deploy_compare": {"item": _s(default=""), "check": _s(*CHECKLIST_ITEMS), "train": _s(default=""),
+                       "board": _s(default=""), "equal": _s(*TRISTATE)},
+    "march_check": {"convert": _s(default=""), "compile": _s(default=""),
+                    "platform": _s(default=""), "board": _s(default=""),
+                    "consistent": _s(*TRISTATE), "differing": _s(default="")},
+    "insert_call": {"name": _s(default=""), "line": _i(0), "before_convert": _s(*TRISTATE)},
+    "qdq_removal": {"line": _i(0), "after_convert": _s(*TRISTATE), "quantize": _s(*TRISTATE),
+                    "dequantize": _s(*TRISTATE)},
+    "preprocess_mode": {"mode": _s(default="unknown"), "train_color": _s(default="unknown")},
+    "layout_check": {"train_layout": _s(default="unknown"), "input_layout": _s(default="unknown"),
+                     "transpose": _s(*TRISTATE), "permutes_ok": _s(*TRISTATE),
+                     "permutes": _s(default=""), "known": _b()},
+    "deploy_script": {"read": _b(), "inserts": _b(), "removes_io": _b(), "converts": _b(),
+                      "compiles": _b()},
+    "nv12_size": {"height": _i(0), "width": _i(0), "known": _b(), "even": _b()},
+    "input_types": {"index": _i(0), "train": _s(default="unknown"), "rt": _s(default="unknown"),
+                    "input_source": _s(default="unknown")},
+    "core_num": {"march": _s(default="unknown"), "core_num": _i(0)},
+    "dump_pair": {"left": _s(*STAGES, "", default=""), "right": _s(*STAGES, "", default=""),
+                  "outputs": _i(0), "compared": _i(0), "identical": _s(*TRISTATE),
+                  "consistent": _s(*TRISTATE), "worst_output": _s(default=""),
+                  "min_cosine": _f(), "max_abs": _f(), "shape_mismatch": _b()},
+    # a checklist result, fed back so stage rules can read failed items
+    "checklist": {"item": _s(*CHECKLIST_ITEMS), "status": _s(*CHECKLIST_STATUSES)},
     # conclusion, derived from the stage rules' candidates before later rules run
     "conclusion": {"stage": _s(*CONCLUSION_STAGES), "determined": _b(),
                    "suspect": _s(default="")},

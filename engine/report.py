@@ -167,10 +167,25 @@ def render_markdown(report: dict, for_html: bool = False) -> str:
     return template.render(**view_model(report))
 
 
-def render_html(report: dict) -> str:
+DEPLOY_FINDING_PREFIXES = ("DP",)
+
+
+def render_audit_markdown(report: dict, for_html: bool = False) -> str:
+    view = view_model(report)
+    counts = {s: sum(c["status"] == s for c in report["checklist"])
+              for s in ("pass", "fail", "unknown", "not_applicable")}
+    view.update(counts=counts,
+                deploy_findings=[f for f in report["findings"]
+                                 if f["rule"].startswith(DEPLOY_FINDING_PREFIXES)],
+                unknown_items=[c for c in report["checklist"] if c["status"] == "unknown"])
+    return _markdown_environment(for_html).get_template("audit.md.j2").render(**view)
+
+
+def render_html(report: dict, markdown_text: str | None = None) -> str:
     import markdown  # only HTML output needs it
 
-    body = markdown.markdown(render_markdown(report, for_html=True),
+    body = markdown.markdown(markdown_text if markdown_text is not None else
+                             render_markdown(report, for_html=True),
                              extensions=["tables", "fenced_code"])
     title = labels()[report["language"]]["title"]
     return render_template("report.html.j2", autoescape=True, body=body, title=title,
@@ -181,9 +196,13 @@ def render_json(report: dict) -> str:
     return json.dumps(report, ensure_ascii=False, indent=2) + "\n"
 
 
-def render(report: dict, fmt: str) -> str:
+def render(report: dict, fmt: str, audit: bool = False) -> str:
     if fmt == "json":
         return render_json(report)
+    if audit:
+        if fmt == "html":
+            return render_html(report, render_audit_markdown(report, for_html=True))
+        return render_audit_markdown(report)
     if fmt == "html":
         return render_html(report)
     return render_markdown(report)

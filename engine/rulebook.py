@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from .errors import RuleError
-from .fact_types import CONCLUSION_STAGES, STAGES
+from .fact_types import CHECKLIST_ITEMS, CHECKLIST_STATUSES, CONCLUSION_STAGES, STAGES
 from .patterns import Pattern, parse_when
 from .vocabulary import ACTION_KINDS, GROUPS, MISSING_IDS, PITFALL_IDS, SEVERITIES
 
@@ -21,9 +21,9 @@ REQUIRED = ("id", "title", "message", "severity", "priority", "references", "rat
             "when", "then", "examples")
 OPTIONAL = ("fix",)
 THEN_KEYS = ("conclusion", "missing", "next_action", "consistency", "finding", "pitfall",
-             "keep", "evidence")
+             "keep", "evidence", "checklist")
 # a ``then`` output that later rules read back as a fact of this type
-PRODUCES_FACT = {"conclusion": "conclusion"}
+PRODUCES_FACT = {"conclusion": "conclusion", "checklist": "checklist"}
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,14 @@ def _check_then(then, where: str) -> dict:
         if not isinstance(k, dict) or not isinstance(k.get("items"), list):
             raise RuleError("keep needs stage and items [{name, patterns}]", file=where,
                             key="then.keep")
+    if "checklist" in then:
+        c = then["checklist"]
+        item = str(c.get("item", "")) if isinstance(c, dict) else ""
+        # the item may name a fact field, e.g. "{deploy_compare.check}" (typed by its fact)
+        if not isinstance(c, dict) or (item not in CHECKLIST_ITEMS and not item.startswith("{")) or \
+                c.get("status") not in CHECKLIST_STATUSES:
+            raise RuleError(f"checklist needs item ({', '.join(CHECKLIST_ITEMS)}) and status "
+                            f"({', '.join(CHECKLIST_STATUSES)})", file=where, key="then.checklist")
     if "evidence" in then:
         e = then["evidence"]
         if not isinstance(e, dict) or not set(e.get("for_stage", [])) <= set(CONCLUSION_STAGES):
@@ -197,6 +205,17 @@ def load_rules_from(root: Path | resources.abc.Traversable) -> list[Rule]:
             seen[rule.id] = where
             rules.append(rule)
     return _stratify(rules)
+
+
+@lru_cache(maxsize=1)
+def checklist_items() -> dict:
+    """The deployment checklist registry (rules/checklist_items.yaml), in report order."""
+    text = (resources.files("qcdoctor.rules") / "checklist_items.yaml").read_text(encoding="utf-8")
+    items = yaml.safe_load(text)
+    if list(items) != list(CHECKLIST_ITEMS):
+        raise RuleError("checklist_items.yaml must list exactly the checklist item ids, in order",
+                        file="rules/checklist_items.yaml")
+    return items
 
 
 @lru_cache(maxsize=1)

@@ -26,15 +26,16 @@ def case_context(case: Case, facts: list[dict]) -> dict:
 
 def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | None = None,
                 environ=None, cwd: Path | None = None, installed: dict | None = None,
-                display_path: str | None = None, trust_pickles: bool = False) -> dict:
+                display_path: str | None = None, trust_pickles: bool = False,
+                full_checklist: bool = False, progress=None) -> dict:
     facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
-                          trust_pickles=trust_pickles)
+                          trust_pickles=trust_pickles, progress=progress)
     hits = run_rules(facts, runner)
     lang = lang or case.get("language", "zh")
     info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
     return build_report(facts, hits, lang=lang, case_info=info,
                         case_context=case_context(case, facts),
-                        files=list_case_files(case.folder))
+                        files=list_case_files(case.folder), full_checklist=full_checklist)
 
 
 def triage_path(path: str | Path, **kwargs) -> dict:

@@ -1,0 +1,292 @@
+"""Deployment facts (knowledge.md §10): from case.yaml's deploy, the compile script
+(read statically) and the hb_compile YAML. Each fact compares what training used with
+what deployment does; the deploy/ rules turn them into checklist results.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qcdoctor.engine.errors import QcdoctorError
+
+from .case_file import Case
+from .deploy_script import UNKNOWN, Call, read_script
+from .hb_compile_yaml import read_hb_compile
+
+# which checklist item a train-vs-board comparison belongs to
+COMPARED = {"normalisation": "input_preprocessing", "color": "input_preprocessing",
+            "resize": "input_preprocessing", "input_scale": "input_scale",
+            "padding": "padding", "postprocess": "pre_post_nodes"}
+NHWC_SOURCES = ("pyramid", "resizer")
+
+
+def _text(value) -> str:
+    if value is UNKNOWN:
+        return "unknown"
+    if value is None:
+        return "None"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    return str(value)
+
+
+def _same(a, b) -> str:
+    if a is None or b is None or a is UNKNOWN or b is UNKNOWN:
+        return "unknown"
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) == 1 and len(b) > 1:
+            a = list(a) * len(b)
+        if len(b) == 1 and len(a) > 1:
+            b = list(b) * len(a)
+        if len(a) != len(b):
+            return "no"
+        return "yes" if all(abs(float(x) - float(y)) <= 1e-6 * max(1.0, abs(float(y)))
+                            for x, y in zip(a, b, strict=True)) else "no"
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return "yes" if abs(a - b) <= 1e-9 * max(1.0, abs(b)) else "no"
+    return "yes" if str(a).strip().lower() == str(b).strip().lower() else "no"
+
+
+def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | None) -> list[dict]:
+    """All deployment facts of a case (empty when it says nothing about deployment)."""
+    deploy = case.get("deploy", {})
+    facts: list[dict] = []
+    calls, script_source = _script(case, deploy, facts)
+    config, config_source = _config(case, deploy, facts)
+    train, board = dict(deploy.get("train", {})), dict(deploy.get("board", {}))
+    preprocess = _last(calls, "insert_image_preprocess")
+    if preprocess:
+        # the inserted node does the board-side normalisation
+        for key in ("mean", "std", "divisor"):
+            if key in preprocess.args:
+                board[key] = preprocess.args[key]
+    if script_source:
+        names = {c.name for c in calls}
+        facts.append({"type": "deploy_script", "read": True,
+                      "inserts": any(n.startswith("insert_") for n in names),
+                      "removes_io": "remove_io_op" in names, "converts": "convert" in names,
+                      "compiles": "compile" in names, "source": script_source})
+    facts += _comparisons(case, train, board, deploy, preprocess, script_source)
+    facts += _march(case, calls, config, platform, board_march, script_source, config_source)
+    facts += _order(calls, script_source)
+    facts += _preprocess(case, train, calls, script_source)
+    facts += _layout(case, train, board, calls, config, script_source)
+    facts += _nv12(case, train, board, calls)
+    facts += _input_types(config, config_source)
+    facts += _core_num(config, calls, platform, config_source, script_source)
+    return facts
+
+
+def _script(case, deploy, facts):
+    name = deploy.get("script")
+    if not name or case.folder is None:
+        return [], ""
+    path = case.folder / name
+    if not path.is_file():
+        facts.append({"type": "artifact_problem", "file": name, "problem": "file not found",
+                      "partial": False, "source": case.source("deploy.script")})
+        return [], ""
+    try:
+        return read_script(path), name
+    except QcdoctorError as exc:
+        facts.append({"type": "artifact_problem", "file": name, "problem": exc.problem,
+                      "partial": False, "source": name})
+        return [], ""
+
+
+def _config(case, deploy, facts):
+    name = deploy.get("config")
+    if not name or case.folder is None:
+        return None, ""
+    path = case.folder / name
+    try:
+        return read_hb_compile(path), name
+    except QcdoctorError as exc:
+        facts.append({"type": "artifact_problem", "file": name, "problem": exc.problem,
+                      "partial": False, "source": name})
+        return None, ""
+
+
+def _last(calls: list[Call], name: str) -> Call | None:
+    found = [c for c in calls if c.name == name]
+    return found[-1] if found else None
+
+
+def _comparisons(case, train, board, deploy, preprocess, script_source) -> list[dict]:
+    if not (train or board or preprocess or "postprocess_same" in deploy):
+        return []
+    facts = [_normalisation(case, train, board, preprocess, script_source)]
+    for item in ("resize", "padding", "input_scale"):
+        t, b = train.get(item), board.get(item)
+        source = case.source(f"deploy.board.{item}")
+        facts.append({"type": "deploy_compare", "item": item, "check": COMPARED[item],
+                      "train": _text(t) if t is not None else "unknown",
+                      "board": _text(b) if b is not None else "unknown",
+                      "equal": _same(t, b), "source": f"{case.source(f'deploy.train.{item}')}; {source}"})
+    if train.get("color") and board.get("color") and board["color"] not in ("nv12", "yuv444", "gray") \
+            and train["color"] in ("rgb", "bgr"):
+        facts.append({"type": "deploy_compare", "item": "color", "check": "input_preprocessing",
+                      "train": train["color"], "board": board["color"],
+                      "equal": _same(train["color"], board["color"]),
+                      "source": case.source("deploy.board.color")})
+    same = deploy.get("postprocess_same")
+    facts.append({"type": "deploy_compare", "item": "postprocess", "check": "pre_post_nodes",
+                  "train": "training post-processing",
+                  "board": "board post-processing", "equal": same or "unknown",
+                  "source": case.source("deploy.postprocess_same")})
+    return facts
+
+
+def _affine(side: dict):
+    """(x / divisor - mean) / std as per-channel (scale, offset), or None when incomplete."""
+    mean, std = side.get("mean"), side.get("std")
+    divisor = side.get("divisor", 1)
+    values = (mean, std, divisor)
+    if any(v is None or v is UNKNOWN for v in values):
+        return None
+    mean = mean if isinstance(mean, (list, tuple)) else [mean]
+    std = std if isinstance(std, (list, tuple)) else [std]
+    if any(not isinstance(v, (int, float)) for v in [*mean, *std, divisor]) or \
+            any(v == 0 for v in [*std, divisor]):
+        return None
+    width = max(len(mean), len(std))
+    mean, std = list(mean) * (width // len(mean)), list(std) * (width // len(std))
+    return ([1.0 / (divisor * s) for s in std], [-m / s for m, s in zip(mean, std, strict=True)])
+
+
+def _normalisation(case, train, board, preprocess, script_source) -> dict:
+    """Compare what the normalisations compute, not how they are written."""
+    def shown(side):
+        if side.get("mean") is None and side.get("std") is None:
+            return "unknown"
+        return (f"(x / {_text(side.get('divisor', 1))} - {_text(side.get('mean'))}) / "
+                f"{_text(side.get('std'))}")
+    t, b = _affine(train), _affine(board)
+    if t is None or b is None:
+        equal = "unknown"
+    else:
+        equal = "yes" if _same(t[0], b[0]) == "yes" and _same(t[1], b[1]) == "yes" else "no"
+    where = (f"{script_source} line {preprocess.line}" if preprocess and "mean" in preprocess.args
+             else case.source("deploy.board.mean"))
+    return {"type": "deploy_compare", "item": "normalisation", "check": "input_preprocessing",
+            "train": shown(train), "board": shown(board), "equal": equal,
+            "source": f"{case.source('deploy.train.mean')}; {where}"}
+
+
+def _march(case, calls, config, platform, board_march, script_source, config_source) -> list[dict]:
+    convert = _last(calls, "convert")
+    compile_ = _last(calls, "compile")
+    values = {
+        "convert": convert.args.get("march", UNKNOWN) if convert else UNKNOWN,
+        "compile": (compile_.args.get("march", UNKNOWN) if compile_ else
+                    (config or {}).get("march") or UNKNOWN),
+        "platform": platform.get("march") if platform.get("known") else UNKNOWN,
+        "board": board_march[0] if board_march else UNKNOWN,
+    }
+    known = {k: v for k, v in values.items() if v is not UNKNOWN and isinstance(v, str)}
+    if not known:
+        return []
+    distinct = set(known.values())
+    consistent = "no" if len(distinct) > 1 else ("yes" if len(known) == len(values) else "unknown")
+    sources = [s for s in (script_source, config_source, platform.get("source", ""),
+                           board_march[1] if board_march else "") if s]
+    return [{"type": "march_check", **{k: _text(v) for k, v in values.items()},
+             "consistent": consistent,
+             "differing": ", ".join(f"{k}={v}" for k, v in known.items()) if len(distinct) > 1 else "",
+             "source": "; ".join(sources)}]
+
+
+def _order(calls, script_source) -> list[dict]:
+    convert = _last(calls, "convert")
+    facts = []
+    for call in calls:
+        if call.name.startswith("insert_"):
+            before = "unknown" if convert is None else ("yes" if call.order < convert.order else "no")
+            facts.append({"type": "insert_call", "name": call.name, "line": call.line,
+                          "before_convert": before, "source": f"{script_source} line {call.line}"})
+    removals = [c for c in calls if c.name == "remove_io_op"]
+    for call in removals:
+        types = call.args.get("op_types", call.args.get("op_names", UNKNOWN))
+        names = [str(t).lower() for t in types] if isinstance(types, list) else None
+        after = "unknown" if convert is None else ("yes" if call.order > convert.order else "no")
+        facts.append({"type": "qdq_removal", "line": call.line, "after_convert": after,
+                      "quantize": "unknown" if names is None else
+                      ("yes" if any("quantize" == n or n.endswith("quantize") and "de" not in n
+                                    for n in names) else "no"),
+                      "dequantize": "unknown" if names is None else
+                      ("yes" if any("dequantize" in n for n in names) else "no"),
+                      "source": f"{script_source} line {call.line}"})
+    return facts
+
+
+def _preprocess(case, train, calls, script_source) -> list[dict]:
+    call = _last(calls, "insert_image_preprocess")
+    convert_nv12 = any(c.name == "insert_image_convert" for c in calls)
+    if call is None and not convert_nv12:
+        return []
+    mode = "not_inserted" if call is None else _text(call.args.get("mode", UNKNOWN))
+    return [{"type": "preprocess_mode", "mode": mode, "train_color": train.get("color", "unknown"),
+             "source": f"{script_source} line {call.line}" if call else script_source}]
+
+
+def _layout(case, train, board, calls, config, script_source) -> list[dict]:
+    transpose = _last(calls, "insert_transpose")
+    source_kind = board.get("input_source")
+    if config and config["inputs"]:
+        source_kind = source_kind or config["inputs"][0].get("input_source")
+    nv12 = any(c.name == "insert_image_convert" for c in calls) or board.get("color") == "nv12"
+    input_layout = board.get("layout") or ("NHWC" if source_kind in NHWC_SOURCES or nv12 else None)
+    train_layout = train.get("layout") or ((config or {}).get("inputs") or [{}])[0].get("input_layout_train")
+    if not (train_layout or input_layout or transpose):
+        return []
+    permutes = transpose.args.get("permutes", UNKNOWN) if transpose else None
+    transposed = "yes" if transpose else ("no" if script_source else "unknown")
+    return [{"type": "layout_check", "train_layout": train_layout or "unknown",
+             "input_layout": input_layout or "unknown", "transpose": transposed,
+             "known": bool(train_layout and input_layout) and transposed != "unknown",
+             "permutes_ok": ("unknown" if permutes is UNKNOWN or permutes is None else
+                             "yes" if list(permutes) == [0, 3, 1, 2] else "no"),
+             "permutes": _text(permutes) if transpose else "",
+             "source": f"{script_source} line {transpose.line}" if transpose else
+             case.source("deploy.train.layout")}]
+
+
+def _nv12(case, train, board, calls) -> list[dict]:
+    nv12 = board.get("color") == "nv12" or any(
+        c.name == "insert_image_convert" and str(c.args.get("mode", "")).lower() == "nv12" for c in calls)
+    if not nv12:
+        return []
+    h, w = board.get("height") or train.get("height"), board.get("width") or train.get("width")
+    known = h is not None and w is not None
+    return [{"type": "nv12_size", "height": int(h or 0), "width": int(w or 0), "known": known,
+             "even": known and h % 2 == 0 and w % 2 == 0,
+             "source": case.source("deploy.board.height")}]
+
+
+def _input_types(config, config_source) -> list[dict]:
+    if not config:
+        return []
+    facts = []
+    for i, row in enumerate(config["inputs"]):
+        facts.append({"type": "input_types", "index": i,
+                      "train": (row.get("input_type_train") or "unknown").lower(),
+                      "rt": (row.get("input_type_rt") or "unknown").lower(),
+                      "input_source": (row.get("input_source") or "unknown").lower(),
+                      "source": f"{config_source} (input_parameters, input {i})"})
+    return facts
+
+
+def _core_num(config, calls, platform, config_source, script_source) -> list[dict]:
+    compile_ = _last(calls, "compile")
+    core = (config or {}).get("core_num")
+    source = config_source
+    if core is None and compile_ is not None:
+        value = compile_.args.get("core_num")
+        core = value if isinstance(value, int) else None
+        source = f"{script_source} line {compile_.line}"
+    march = platform.get("march", "unknown")
+    if core is None:
+        return []
+    return [{"type": "core_num", "march": march, "core_num": int(core), "source": source}]

@@ -1,0 +1,50 @@
+"""Stage facts from the dumps named in ``artifacts.dumps``: x86 vs board, bc vs hbm."""
+
+from __future__ import annotations
+
+import math
+
+from qcdoctor.engine.errors import QcdoctorError
+from qcdoctor.engine.fact_types import STAGES
+
+from .case_file import Case
+from .dumps import compare_paths
+
+
+def collect_dumps(case: Case, trust_pickles: bool = False, progress=None) -> list[dict]:
+    named = case.get("artifacts", {}).get("dumps", {})
+    if not named or case.folder is None:
+        return []
+    dtype = case.get("artifacts", {}).get("dump_dtype")
+    stages = [s for s in STAGES if s in named]
+    facts = []
+    for left, right in zip(stages, stages[1:]):
+        source = f"{named[left]} vs {named[right]}"
+        try:
+            results = compare_paths(case.folder / named[left], case.folder / named[right],
+                                    dtype=dtype, trust_pickles=trust_pickles, progress=progress)
+        except QcdoctorError as exc:
+            facts.append({"type": "artifact_problem", "file": source,
+                          "problem": exc.render().splitlines()[0][:300], "partial": False,
+                          "source": case.source("artifacts.dumps")})
+            continue
+        compared = [r for r in results if "missing" not in r and not r["shape_mismatch"]]
+        worst = min(compared, key=lambda r: r["cosine"], default=None)
+        facts.append({"type": "dump_pair", "left": left, "right": right,
+                      "outputs": len(results), "compared": len(compared),
+                      "identical": "yes" if compared and len(compared) == len(results) and
+                      all(r["identical"] for r in compared) else
+                      ("no" if compared or any(r.get("shape_mismatch") for r in results) else "unknown"),
+                      "consistent": "yes" if compared and len(compared) == len(results) and
+                      all(r["consistent"] for r in compared) else
+                      ("no" if compared or any(r.get("shape_mismatch") for r in results) else "unknown"),
+                      "worst_output": worst["output"] if worst else "",
+                      "min_cosine": _finite(worst["cosine"]) if worst else 0.0,
+                      "max_abs": _finite(max((r["max_abs"] for r in compared), default=0.0)),
+                      "shape_mismatch": any(r.get("shape_mismatch") or "missing" in r for r in results),
+                      "source": source})
+    return facts
+
+
+def _finite(value) -> float:
+    return float(value) if value is not None and math.isfinite(value) else 0.0

@@ -1,0 +1,192 @@
+"""Compare tensor dumps (.npy, .pt, raw .bin) in bounded memory.
+
+Raw ``.bin`` outputs (``model_infer_output_<i>[_name].bin``) take dtype and shape from a
+sidecar JSON (``<file>.json`` or ``<stem>.json``: ``{"dtype", "shape", "scale",
+"zero_point", "axis"}``) or from the case file; quantized tensors are compared in
+dequantized form (per tensor, or per channel along ``axis``). ``.npy`` files are memory
+mapped and every file is read in chunks, so dumps of any size compare in bounded memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from qcdoctor.engine.errors import QcdoctorError
+
+from .pt_files import load_pt
+
+CHUNK = 1 << 22                       # elements per chunk (16 MiB of float32)
+DUMP_SUFFIXES = (".npy", ".pt", ".bin")
+_OUTPUT_INDEX = re.compile(r"model_infer_output_(\d+)")
+
+
+@dataclass
+class Dump:
+    path: Path
+    array: np.ndarray                  # possibly a memory map
+    shape: tuple
+    scale: np.ndarray | float | None = None
+    zero_point: float = 0.0
+    axis: int | None = None
+
+    @property
+    def size(self) -> int:
+        return int(self.array.size)
+
+    def chunks(self, size: int = CHUNK) -> Iterator[np.ndarray]:
+        flat = self.array.reshape(-1)
+        for start in range(0, flat.size, size):
+            part = np.asarray(flat[start:start + size])
+            yield self._dequantize(part, start)
+
+    def _dequantize(self, part: np.ndarray, start: int) -> np.ndarray:
+        if self.scale is None:
+            return part if part.dtype == np.float32 or part.dtype == np.float64 \
+                else part.astype(np.float32)
+        values = part.astype(np.float32) - np.float32(self.zero_point)
+        if np.ndim(self.scale) == 0:
+            return values * np.float32(self.scale)
+        channels = len(self.scale)
+        inner = int(np.prod(self.shape[self.axis + 1:])) if self.axis is not None else 1
+        index = (np.arange(start, start + part.size) // inner) % channels
+        return values * np.asarray(self.scale, dtype=np.float32)[index]
+
+
+def _sidecar(path: Path) -> dict:
+    for candidate in (path.with_name(path.name + ".json"), path.with_suffix(".json")):
+        if candidate.is_file():
+            try:
+                data = json.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise QcdoctorError(f"unreadable sidecar: {exc}", file=str(candidate),
+                                    fix='write {"dtype": "float32", "shape": [1, 3, 8, 8]}') from None
+            if not isinstance(data, dict):
+                raise QcdoctorError("a sidecar holds one JSON object", file=str(candidate))
+            return data
+    return {}
+
+
+def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False) -> Dump:
+    path = Path(path)
+    if not path.is_file():
+        raise QcdoctorError("no such dump file", file=str(path))
+    meta = _sidecar(path)
+    if path.suffix == ".npy":
+        try:
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+        except ValueError as exc:
+            raise QcdoctorError(f"not a plain .npy array ({exc})", file=str(path)) from None
+    elif path.suffix == ".pt":
+        data = load_pt(path, trust_pickles)
+        if hasattr(data, "detach"):
+            if data.is_quantized:            # torch knows its own scales: compare dequantized
+                data = data.dequantize()
+            array = data.detach().cpu().numpy()
+        elif isinstance(data, np.ndarray):
+            array = data
+        else:
+            raise QcdoctorError(f"expected one tensor, found {type(data).__name__}", file=str(path),
+                                fix="save each output as its own tensor")
+    else:
+        kind = meta.get("dtype") or dtype or "float32"
+        try:
+            np_dtype = np.dtype(kind)
+        except TypeError:
+            raise QcdoctorError(f"unknown dtype {kind!r}", file=str(path)) from None
+        if path.stat().st_size % np_dtype.itemsize:
+            raise QcdoctorError(f"size {path.stat().st_size} is not a multiple of {kind}'s "
+                                f"{np_dtype.itemsize} bytes", file=str(path),
+                                fix="give the right dtype in a sidecar <file>.json")
+        array = np.memmap(path, dtype=np_dtype, mode="r") if path.stat().st_size else \
+            np.zeros(0, dtype=np_dtype)
+    shape = tuple(meta.get("shape") or array.shape)
+    if int(np.prod(shape)) != array.size:
+        raise QcdoctorError(f"shape {list(shape)} does not hold {array.size} values", file=str(path),
+                            fix="correct the shape in the sidecar")
+    scale = meta.get("scale")
+    if isinstance(scale, list):
+        scale = np.asarray(scale, dtype=np.float32)
+    return Dump(path, array, shape, scale, float(meta.get("zero_point", 0.0)), meta.get("axis"))
+
+
+def compare(a: Dump, b: Dump, decimals: int = 4,
+            progress: Callable[[int, int], None] | None = None) -> dict:
+    """Metrics of ``a`` against the reference ``b``, streamed chunk by chunk."""
+    result = {"left": str(a.path), "right": str(b.path), "shape_left": list(a.shape),
+              "shape_right": list(b.shape), "elements": a.size}
+    if a.size != b.size:
+        result.update(shape_mismatch=True, cosine=None, l1=None, max_abs=None, rel=None,
+                      mismatch_ratio=None, identical=False, consistent=False, nonfinite=0)
+        return result
+    dot = na = nb = l1 = 0.0
+    max_abs = max_ref = 0.0
+    mismatched = nonfinite = 0
+    tolerance = 0.5 * 10.0 ** -decimals
+    done = 0
+    for x, y in zip(a.chunks(), b.chunks(), strict=True):
+        bad = ~(np.isfinite(x) & np.isfinite(y))
+        if bad.any():
+            nonfinite += int(bad.sum())
+            x, y = np.where(bad, 0, x), np.where(bad, 0, y)
+        x64, y64 = x.astype(np.float64, copy=False), y.astype(np.float64, copy=False)
+        dot += float(np.dot(x64, y64))
+        na += float(np.dot(x64, x64))
+        nb += float(np.dot(y64, y64))
+        diff = np.abs(x - y)
+        l1 += float(diff.sum(dtype=np.float64))
+        if diff.size:
+            max_abs = max(max_abs, float(diff.max()))
+            max_ref = max(max_ref, float(np.abs(y).max()))
+        mismatched += int(np.count_nonzero(diff > tolerance))
+        done += x.size
+        if progress:
+            progress(done, a.size)
+    n = max(a.size, 1)
+    cosine = 1.0 if na == 0 and nb == 0 else (dot / math.sqrt(na * nb) if na and nb else 0.0)
+    rel = max_abs / max_ref if max_ref else (0.0 if max_abs == 0 else math.inf)
+    result.update(shape_mismatch=list(a.shape) != list(b.shape) and len(a.shape) > 0,
+                  cosine=cosine, l1=l1 / n, max_abs=max_abs, rel=rel,
+                  mismatch_ratio=mismatched / n, nonfinite=nonfinite,
+                  identical=max_abs == 0.0 and nonfinite == 0,
+                  consistent=nonfinite == 0 and (mismatched == 0 or rel <= 1e-4))
+    return result
+
+
+def output_key(path: Path) -> str:
+    m = _OUTPUT_INDEX.search(path.name)
+    return f"output_{int(m.group(1))}" if m else path.stem
+
+
+def dump_files(folder: Path) -> dict[str, Path]:
+    if folder.is_file():
+        return {output_key(folder): folder}
+    return {output_key(p): p for p in sorted(folder.iterdir())
+            if p.is_file() and p.suffix in DUMP_SUFFIXES}
+
+
+def compare_paths(left: Path, right: Path, decimals: int = 4, dtype: str | None = None,
+                  trust_pickles: bool = False, progress=None) -> list[dict]:
+    """Per output: matched by output index or name; unmatched ones are listed too."""
+    if not left.exists() or not right.exists():
+        missing = left if not left.exists() else right
+        raise QcdoctorError("no such dump file or folder", file=str(missing))
+    lfiles, rfiles = dump_files(left), dump_files(right)
+    if left.is_file() and right.is_file():
+        lfiles, rfiles = {"output": left}, {"output": right}
+    results = []
+    for key in sorted(set(lfiles) | set(rfiles)):
+        if key not in lfiles or key not in rfiles:
+            results.append({"output": key, "missing": "left" if key not in lfiles else "right"})
+            continue
+        a = open_dump(lfiles[key], dtype, trust_pickles)
+        b = open_dump(rfiles[key], dtype, trust_pickles)
+        results.append({"output": key, **compare(a, b, decimals,
+                                                  (lambda d, t, k=key: progress(k, d, t)) if progress else None)})
+    return results
