@@ -8,9 +8,9 @@ from pathlib import Path
 from qcdoctor.engine.fact_types import PACKAGES, USER_CHECKS
 
 from .case_file import Case
-from .environment import detect_march, installed_versions
 from .deploy_facts import collect_deploy
 from .dump_facts import collect_dumps
+from .environment import detect_march, installed_versions
 from .platform import platform_fact
 from .quant_analysis import collect_quant_analysis
 from .stages import derive_stage_facts

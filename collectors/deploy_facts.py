@@ -5,8 +5,6 @@ what deployment does; the deploy/ rules turn them into checklist results.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from qcdoctor.engine.errors import QcdoctorError
 
 from .case_file import Case
@@ -186,7 +184,7 @@ def _march(case, calls, config, platform, board_march, script_source, config_sou
         "board": board_march[0] if board_march else UNKNOWN,
     }
     known = {k: v for k, v in values.items() if v is not UNKNOWN and isinstance(v, str)}
-    if not known:
+    if len(known) < 2:                   # one march alone compares with nothing
         return []
     distinct = set(known.values())
     consistent = "no" if len(distinct) > 1 else ("yes" if len(known) == len(values) else "unknown")

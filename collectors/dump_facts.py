@@ -18,7 +18,7 @@ def collect_dumps(case: Case, trust_pickles: bool = False, progress=None) -> lis
     dtype = case.get("artifacts", {}).get("dump_dtype")
     stages = [s for s in STAGES if s in named]
     facts = []
-    for left, right in zip(stages, stages[1:]):
+    for left, right in zip(stages, stages[1:], strict=False):   # adjacent pairs
         source = f"{named[left]} vs {named[right]}"
         try:
             results = compare_paths(case.folder / named[left], case.folder / named[right],
