@@ -68,11 +68,11 @@ def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | No
                       "compiles": "compile" in names, "source": script_source})
     facts += _comparisons(case, train, board, deploy, preprocess, script_source)
     facts += _march(case, calls, config, platform, board_march, script_source, config_source)
-    facts += _order(calls, script_source)
+    facts += _order(calls, script_source) if calls else _declared_nodes(case, deploy)
     facts += _preprocess(case, train, calls, script_source)
     facts += _layout(case, train, board, calls, config, script_source)
     facts += _nv12(case, train, board, calls)
-    facts += _input_types(config, config_source)
+    facts += _input_types(config, config_source) or _declared_input_types(case, train, board)
     facts += _core_num(config, calls, platform, config_source, script_source)
     return facts
 
@@ -219,6 +219,17 @@ def _order(calls, script_source) -> list[dict]:
     return facts
 
 
+def _declared_nodes(case, deploy) -> list[dict]:
+    """Without a script, the nodes case.yaml says were removed tell the I/O types."""
+    removed = [str(n).lower() for n in deploy.get("nodes", {}).get("removed", [])]
+    if not removed:
+        return []
+    return [{"type": "qdq_removal", "line": 0, "after_convert": "unknown",
+             "quantize": "yes" if "quantize" in removed else "no",
+             "dequantize": "yes" if "dequantize" in removed else "no",
+             "source": case.source("deploy.nodes.removed")}]
+
+
 def _preprocess(case, train, calls, script_source) -> list[dict]:
     call = _last(calls, "insert_image_preprocess")
     convert_nv12 = any(c.name == "insert_image_convert" for c in calls)
@@ -241,6 +252,9 @@ def _layout(case, train, board, calls, config, script_source) -> list[dict]:
         return []
     permutes = transpose.args.get("permutes", UNKNOWN) if transpose else None
     transposed = "yes" if transpose else ("no" if script_source else "unknown")
+    declared = [str(n).lower() for n in case.get("deploy", {}).get("nodes", {}).get("inserted", [])]
+    if not script_source and declared:
+        transposed = "yes" if any("transpose" in n for n in declared) else "no"
     return [{"type": "layout_check", "train_layout": train_layout or "unknown",
              "input_layout": input_layout or "unknown", "transpose": transposed,
              "known": bool(train_layout and input_layout) and transposed != "unknown",
@@ -274,6 +288,15 @@ def _input_types(config, config_source) -> list[dict]:
                       "input_source": (row.get("input_source") or "unknown").lower(),
                       "source": f"{config_source} (input_parameters, input {i})"})
     return facts
+
+
+def _declared_input_types(case, train, board) -> list[dict]:
+    """Without an hb_compile config, case.yaml's colours and input source say the same."""
+    if not (train.get("color") and board.get("color")):
+        return []
+    return [{"type": "input_types", "index": 0, "train": train["color"], "rt": board["color"],
+             "input_source": board.get("input_source", "unknown"),
+             "source": f"{case.source('deploy.train.color')}; {case.source('deploy.board.color')}"}]
 
 
 def _core_num(config, calls, platform, config_source, script_source) -> list[dict]:

@@ -38,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
                         "files you trust)")
 
     a = sub.add_parser("audit", help="the deployment checklist of a case, item by item")
-    a.add_argument("case", help="case folder (with case.yaml) or a case.yaml")
+    a.add_argument("case", nargs="?", help="case folder (with case.yaml) or a case.yaml")
+    a.add_argument("--example", metavar="NAME", help="audit a bundled example case")
     a.add_argument("--format", choices=("md", "html", "json"), default="md")
     a.add_argument("-o", "--output", metavar="FILE", help="write the audit here (atomically)")
     a.add_argument("--lang", choices=("zh", "en"))
@@ -122,6 +123,7 @@ def _emit(text: str, output: str | None, protected: list[Path]) -> None:
 def _cmd_triage(args, parser) -> int:
     from .diagnose import SEVERITY_RANK, max_severity
     from .errors import QcdoctorError
+    from .progress import Progress
     from .report import render
     from .triage import triage_path
 
@@ -132,10 +134,11 @@ def _cmd_triage(args, parser) -> int:
         from .examples import example_path
         with example_path(args.example) as path:
             report = triage_path(path, lang=args.lang, display_path=f"example:{args.example}",
-                                 trust_pickles=args.trust_pickles)
+                                 trust_pickles=args.trust_pickles, progress=Progress())
         protected = []
     else:
-        report = triage_path(args.case, lang=args.lang, trust_pickles=args.trust_pickles)
+        report = triage_path(args.case, lang=args.lang, trust_pickles=args.trust_pickles,
+                             progress=Progress())
         case = Path(args.case)
         protected = [case / "case.yaml" if case.is_dir() else case]
     _emit(render(report, args.format), args.output, protected)
@@ -150,11 +153,22 @@ def _cmd_audit(args, parser) -> int:
     from .report import render
     from .triage import triage_path
 
-    report = triage_path(args.case, lang=args.lang, trust_pickles=args.trust_pickles,
-                         full_checklist=True, progress=Progress())
-    case = Path(args.case)
-    _emit(render(report, args.format, audit=True), args.output,
-          [case / "case.yaml" if case.is_dir() else case])
+    from .errors import QcdoctorError
+    if bool(args.case) == bool(args.example):
+        raise QcdoctorError("give either a case folder or --example NAME",
+                            fix="qcdoctor audit CASE_FOLDER, or qcdoctor examples to list examples")
+    options = dict(lang=args.lang, trust_pickles=args.trust_pickles, full_checklist=True,
+                   progress=Progress())
+    if args.example:
+        from .examples import example_path
+        with example_path(args.example) as path:
+            report = triage_path(path, display_path=f"example:{args.example}", **options)
+        protected = []
+    else:
+        report = triage_path(args.case, **options)
+        case = Path(args.case)
+        protected = [case / "case.yaml" if case.is_dir() else case]
+    _emit(render(report, args.format, audit=True), args.output, protected)
     if args.fail_on != "never" and max_severity(report) >= SEVERITY_RANK[args.fail_on]:
         return EXIT_FINDINGS
     return EXIT_OK

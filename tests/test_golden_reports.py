@@ -32,6 +32,7 @@ EXPECTED = {
     "single_frame": ("undetermined", {"ST140"}, {"single_frame_evidence"}),
     "wide_gap": ("undetermined", {"ST100"}, {"unverified_quantized_bc"}),
     "convert_quant_analysis": ("convert", {"ST050"}, {"worst_layer_as_root"}),
+    "board_nv12_deploy": ("user_side", {"ST150", "ST081"}, set()),
 }
 
 
@@ -73,6 +74,9 @@ def test_specific_example_advice():
     assert {"LY010", "LY030", "LY040", "LY054"} <= {f["rule"] for f in qa["findings"]}
     assert qa["next_actions"][0]["id"] == "fixed_scale:head.reciprocal"
     assert not any(a["id"] == "qa_convert" for a in qa["next_actions"])    # already run
+    deploy = _report("board_nv12_deploy", "en")
+    failed = [c["id"] for c in deploy["checklist"] if c["status"] == "fail"]
+    assert failed == ["preprocess_mode"] and len(deploy["checklist"]) == 14
     board = _report("board_only", "en")
     platform = next(f for f in board["facts"] if f["type"] == "platform")
     assert platform["march"] == "nash-m" and ".env.board" in platform["source"]
