@@ -37,6 +37,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="allow .pt files that need full unpickling (can run code: only for "
                         "files you trust)")
 
+    i = sub.add_parser("intake", help="guided questions that build CASE/case.yaml")
+    i.add_argument("case", nargs="?", default=".", help="case folder (default: here)")
+    i.add_argument("--lang", choices=("zh", "en"), help="question language (default: the case's, else zh)")
+    i.add_argument("--answers", metavar="FILE",
+                   help="answers by question key (e.g. platform.chip: J6E), for scripted use")
+
     a = sub.add_parser("audit", help="the deployment checklist of a case, item by item")
     a.add_argument("case", nargs="?", help="case folder (with case.yaml) or a case.yaml")
     a.add_argument("--example", metavar="NAME", help="audit a bundled example case")
@@ -147,6 +153,40 @@ def _cmd_triage(args, parser) -> int:
     return EXIT_OK
 
 
+def _cmd_intake(args, parser) -> int:
+    from .errors import QcdoctorError
+    from .intake import Intake
+    from .prompts import LinePrompter, ScriptedPrompter, TerminalPrompter
+
+    folder = Path(args.case)
+    if folder.is_file():
+        folder = folder.parent
+    if folder.exists() and not folder.is_dir():
+        raise QcdoctorError("not a folder", file=str(folder), fix="give the case folder")
+    if args.answers:
+        prompter, strict = ScriptedPrompter(Path(args.answers)), True
+    elif sys.stdin.isatty() and sys.stdout.isatty():
+        prompter, strict = TerminalPrompter(), False
+    else:
+        prompter, strict = LinePrompter(), False
+    lang = args.lang
+    if lang is None:
+        existing = folder / "case.yaml"
+        lang = "zh"
+        if existing.is_file():
+            from qcdoctor.collectors.case_file import load_case
+            lang = load_case(existing).get("language", "zh")
+    intake = Intake(folder, prompter, lang=lang, strict=strict)
+    try:
+        intake.run()
+    except KeyboardInterrupt:
+        saved = "已保存" if lang == "zh" else "saved"
+        print(f"\nqcdoctor: interrupted; answers so far are {saved} in {intake.doc.path}\n"
+              f"  resume with: qcdoctor intake {folder}", file=sys.stderr)
+        return 130
+    return EXIT_OK
+
+
 def _cmd_audit(args, parser) -> int:
     from .diagnose import SEVERITY_RANK, max_severity
     from .progress import Progress
@@ -237,5 +277,6 @@ def _cmd_rules(args, parser) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"triage": _cmd_triage, "audit": _cmd_audit, "compare": _cmd_compare,
+_COMMANDS = {"triage": _cmd_triage, "intake": _cmd_intake, "audit": _cmd_audit,
+             "compare": _cmd_compare,
              "examples": _cmd_examples, "collect": _cmd_collect, "rules": _cmd_rules}

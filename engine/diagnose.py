@@ -109,7 +109,7 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
                        "suspect": conclusion["suspect"] if conclusion else "",
                        "determined": conclusion["determined"] if conclusion else False,
                        "evidence": []},
-        "missing": [], "next_actions": [], "consistency": None, "findings": [],
+        "missing": [], "ask": [], "next_actions": [], "consistency": None, "findings": [],
         "checklist": [], "pitfalls": [], "artifacts": {"stage": stage, "keep": []},
         "facts": facts, "trace": [],
     }
@@ -163,6 +163,8 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
             report["pitfalls"].append({"id": then["pitfall"], "text": message,
                                        "correct_practice": (rule.fix or rule.rationale)[lang],
                                        "rule": rule.id, "severity": rule.severity})
+        if "ask" in then and first("ask", produced["ask"]):
+            report["ask"].append(produced["ask"])
         if "checklist" in then and first("checklist", rule.id + message):
             judged.setdefault(produced["checklist"]["item"], []).append(
                 {"rule": rule.id, "status": produced["checklist"]["status"], "text": message,

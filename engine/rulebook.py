@@ -21,7 +21,7 @@ REQUIRED = ("id", "title", "message", "severity", "priority", "references", "rat
             "when", "then", "examples")
 OPTIONAL = ("fix",)
 THEN_KEYS = ("conclusion", "missing", "next_action", "consistency", "finding", "pitfall",
-             "keep", "evidence", "checklist")
+             "keep", "evidence", "checklist", "ask")
 # a ``then`` output that later rules read back as a fact of this type
 PRODUCES_FACT = {"conclusion": "conclusion", "checklist": "checklist"}
 
@@ -102,6 +102,11 @@ def _check_then(then, where: str) -> dict:
                 c.get("status") not in CHECKLIST_STATUSES:
             raise RuleError(f"checklist needs item ({', '.join(CHECKLIST_ITEMS)}) and status "
                             f"({', '.join(CHECKLIST_STATUSES)})", file=where, key="then.checklist")
+    if "ask" in then:
+        topic = str(then["ask"]).split(":")[0]
+        if topic not in question_topics():
+            raise RuleError(f"ask names no question topic of rules/questions.yaml: {topic!r}",
+                            file=where, key="then.ask")
     if "evidence" in then:
         e = then["evidence"]
         if not isinstance(e, dict) or not set(e.get("for_stage", [])) <= set(CONCLUSION_STAGES):
@@ -205,6 +210,13 @@ def load_rules_from(root: Path | resources.abc.Traversable) -> list[Rule]:
             seen[rule.id] = where
             rules.append(rule)
     return _stratify(rules)
+
+
+@lru_cache(maxsize=1)
+def question_topics() -> dict:
+    """The intake's question catalogue (rules/questions.yaml): topic -> items."""
+    text = (resources.files("qcdoctor.rules") / "questions.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
 
 
 @lru_cache(maxsize=1)
