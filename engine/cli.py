@@ -189,11 +189,10 @@ def _cmd_intake(args, parser) -> int:
 
 def _cmd_audit(args, parser) -> int:
     from .diagnose import SEVERITY_RANK, max_severity
+    from .errors import QcdoctorError
     from .progress import Progress
     from .report import render
     from .triage import triage_path
-
-    from .errors import QcdoctorError
     if bool(args.case) == bool(args.example):
         raise QcdoctorError("give either a case folder or --example NAME",
                             fix="qcdoctor audit CASE_FOLDER, or qcdoctor examples to list examples")

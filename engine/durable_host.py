@@ -12,7 +12,12 @@ durable_rules is unmaintained and has traps, each guarded here:
 - ``durable.lang`` is never imported (its ``from ... import *`` rebinds all/any);
 - a ruleset registered after facts were asserted into another one corrupts the C
   engine's heap (segfault or "free(): invalid pointer" on the next run): the host
-  refuses registration once it has been used, so build every RuleRunner first.
+  refuses registration once it has been used, so build every RuleRunner first;
+- ``delete_state`` frees a state's beta-node pools before deleting its messages, and
+  deleting a message then touches those freed pools: a random segfault that depends on
+  the heap layout. It is never called: each runner keeps one state (one ``sid``) and
+  empties it after every case by retracting what it asserted (``forget``), so memory
+  stays flat and no case sees another's facts.
 """
 
 from __future__ import annotations
@@ -39,6 +44,11 @@ class _SafeRuleset(_durable.Ruleset):
         return self._handle_result(
             durable_rules_engine.assert_fact(self._handle, jsonfmt.dumps(fact)), fact)
 
+    def retract_fact(self, fact):
+        # the same encoding as the assert, or the fact is not found and stays behind
+        return self._handle_result(
+            durable_rules_engine.retract_fact(self._handle, jsonfmt.dumps(fact)), fact)
+
 
 class HostSealed(RuntimeError):
     """A ruleset was registered after the host had run facts."""
@@ -64,6 +74,18 @@ class QuietHost(_durable.Host):
             self._ruleset_directory[name] = ruleset
             self._ruleset_list.append(ruleset)
         return list(ruleset_definitions)
+
+    def forget(self, ruleset_name: str, facts: list[dict]) -> None:
+        """Retract a case's facts, last first, leaving its state empty for the next case.
+
+        The gate fact is asserted last, so it goes first: with it gone no rule can
+        match, and a negated pattern whose fact is being retracted cannot fire.
+        """
+        for fact in reversed(facts):
+            try:
+                self.retract_fact(ruleset_name, fact)
+            except (_durable.MessageNotHandledException, _durable.MessageObservedException):
+                pass
 
     def assert_one(self, ruleset_name: str, fact: dict) -> None:
         """Assert one fact; 'no rule reads it' and 'already known' are not errors."""

@@ -105,6 +105,7 @@ class TerminalPrompter(LinePrompter):
         fd = self.stdin.fileno()
         saved = termios.tcgetattr(fd)
         drawn = 0
+        pending = b""
         try:
             tty.setcbreak(fd)                   # keys one by one; Ctrl-C still interrupts
             while True:
@@ -116,7 +117,9 @@ class TerminalPrompter(LinePrompter):
                     self.stdout.write(f"  {pointer} {mark}{option}\n")
                 drawn = len(options)
                 self.stdout.flush()
-                key = os.read(fd, 8)
+                if not pending:
+                    pending = os.read(fd, 32)
+                key, pending = _next_key(pending)
                 if key in (b"\x1b[A", b"k"):
                     cursor = (cursor - 1) % len(options)
                 elif key in (b"\x1b[B", b"j"):
@@ -144,6 +147,13 @@ class TerminalPrompter(LinePrompter):
                     cursor = int(key) - 1
         finally:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _next_key(data: bytes) -> tuple[bytes, bytes]:
+    """Split one key off what the terminal sent: an escape sequence or one byte."""
+    if data.startswith(b"\x1b[") and len(data) >= 3:
+        return data[:3], data[3:]
+    return data[:1], data[1:]
 
 
 class ScriptedPrompter:

@@ -49,6 +49,7 @@ class RuleRunner:
         self._lock = threading.Lock()
         self._hits: list[Hit] = []
         self._errors: list[str] = []
+        self._recording = False
         self._rulesets: list[tuple[int, str]] = []
         for stratum in sorted({r.stratum for r in self.rules}):
             name = unique_name(f"qcdoctor_s{stratum}")
@@ -59,6 +60,8 @@ class RuleRunner:
 
     def _action(self, rule: Rule):
         def action(c):
+            if not self._recording:         # retraction at the end of a case: ignore
+                return
             # exceptions raised here would be swallowed by durable_rules: record them
             try:
                 bound = {key[2:]: {k: v for k, v in dict(fact).items() if k != "sid"}
@@ -75,14 +78,19 @@ class RuleRunner:
         all_hits: list[Hit] = []
         with self._lock:
             for stratum, name in self._rulesets:
-                sid = unique_name("case")
+                sid = name                  # one state per ruleset, emptied after each case
                 self._hits, self._errors = [], []
+                asserted = [dict(fact, sid=sid) for fact in pending]
+                asserted.append({"sid": sid, "type": GATE_TYPE})
+                done = 0
+                self._recording = True
                 try:
-                    for fact in pending:
-                        self._host.assert_one(name, dict(fact, sid=sid))
-                    self._host.assert_one(name, {"sid": sid, "type": GATE_TYPE})
+                    for fact in asserted:
+                        self._host.assert_one(name, fact)
+                        done += 1
                 finally:
-                    self._host.delete_state(name, sid)
+                    self._recording = False
+                    self._host.forget(name, asserted[:done + 1])
                 if self._errors:
                     raise EngineFailure("; ".join(self._errors))
                 hits = sorted(self._hits, key=lambda h: h.sort_key)

@@ -1,8 +1,9 @@
 """Compile the lane model for J6E with NV12 camera input (pyramid)."""
 import argparse
 
-from hbdk4.compiler import load, convert as hb_convert
 import hbdk4.compiler as hbc
+from hbdk4.compiler import convert as hb_convert
+from hbdk4.compiler import load
 
 MARCH = "nash-e"
 MEAN = [123.675, 116.28, 103.53]
