@@ -201,3 +201,15 @@ def test_a_broken_existing_case_is_refused_untouched(tmp_path):
         CaseDocument(folder)
     assert "valeu" in str(err.value)
     assert (folder / "case.yaml").read_text() == "stages:\n  qat: {valeu: 1}\n"
+
+
+def test_back_reasks_the_previous_question_with_its_answer_as_default(tmp_path):
+    import io
+    out = io.StringIO()
+    # evidence, symptom, then '<' back to the symptom, keep it with Enter, then stop (EOF)
+    prompter = LinePrompter(stdin=io.StringIO("1\nfirst symptom\n<\n\n"), stdout=out)
+    Intake(tmp_path / "b", prompter, lang="en", environ={}, installed={}).run()
+    text = out.getvalue()
+    assert text.count("Describe the symptom") == 2
+    assert "> [first symptom]" in text                    # the previous answer is the default
+    assert case_of(tmp_path / "b")["symptom"] == "first symptom"
