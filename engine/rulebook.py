@@ -216,17 +216,23 @@ def load_rules_from(root: Path | resources.abc.Traversable) -> list[Rule]:
 def question_topics() -> dict:
     """The intake's question catalogue (rules/questions.yaml): topic -> items."""
     text = (resources.files("qcdoctor.rules") / "questions.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return {k: v for k, v in yaml.safe_load(text).items() if k != "examples"}
+
+
+@lru_cache(maxsize=1)
+def question_examples() -> dict:
+    text = (resources.files("qcdoctor.rules") / "questions.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)["examples"]
 
 
 @lru_cache(maxsize=1)
 def checklist_items() -> dict:
-    """The deployment checklist registry (rules/checklist_items.yaml), in report order."""
-    text = (resources.files("qcdoctor.rules") / "checklist_items.yaml").read_text(encoding="utf-8")
+    """The deployment checklist items (templates/checklist_items.yaml), in report order."""
+    text = (resources.files("qcdoctor.templates") / "checklist_items.yaml").read_text(encoding="utf-8")
     items = yaml.safe_load(text)
     if list(items) != list(CHECKLIST_ITEMS):
         raise RuleError("checklist_items.yaml must list exactly the checklist item ids, in order",
-                        file="rules/checklist_items.yaml")
+                        file="templates/checklist_items.yaml")
     return items
 
 

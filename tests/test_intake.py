@@ -213,3 +213,42 @@ def test_back_reasks_the_previous_question_with_its_answer_as_default(tmp_path):
     assert text.count("Describe the symptom") == 2
     assert "> [first symptom]" in text                    # the previous answer is the default
     assert case_of(tmp_path / "b")["symptom"] == "first symptom"
+
+
+def _question(key: str):
+    from qcdoctor.engine.questions import questions_for
+    from qcdoctor.engine.rulebook import question_topics
+    for topic in question_topics():
+        for question in questions_for(topic if topic != "stage_result" else "stage_result:qat"):
+            if question.key == key:
+                return question
+    raise AssertionError(f"no question {key}")
+
+
+def _examples(kind):
+    from qcdoctor.engine.rulebook import question_examples
+    return question_examples()[kind]
+
+
+@pytest.mark.parametrize("example", _examples("accepted"), ids=lambda e: e["key"] + ":" + e["answer"])
+def test_catalogue_accepted_answers(example):
+    assert _question(example["key"]).parse(example["answer"], "zh") == example["stored"]
+
+
+@pytest.mark.parametrize("example", _examples("rejected"), ids=lambda e: e["key"] + ":" + e["answer"])
+def test_catalogue_rejected_answers(example):
+    from qcdoctor.engine.questions import AnswerError
+    with pytest.raises(AnswerError) as err:
+        _question(example["key"]).parse(example["answer"], "en")
+    assert str(err.value)
+
+
+def test_every_topic_a_rule_can_ask_exists_and_every_missing_item_has_questions():
+    from qcdoctor.engine.questions import questions_for
+    from qcdoctor.engine.rulebook import load_rules
+    from qcdoctor.engine.vocabulary import MISSING_IDS
+    for missing in MISSING_IDS:
+        assert questions_for(missing), missing
+    for rule in load_rules():
+        if "ask" in rule.then and "{" not in rule.then["ask"]:
+            assert questions_for(rule.then["ask"]), rule.id
