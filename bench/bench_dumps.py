@@ -12,21 +12,14 @@ from __future__ import annotations
 import resource
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-from qcdoctor.collectors.dumps import compare, open_dump
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import best  # noqa: E402
 
-
-def best(fn, runs: int = 3) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from qcdoctor.collectors.dumps import compare, open_dump  # noqa: E402
 
 
 def write(path: Path, mib: int, seed: int) -> None:
@@ -53,9 +46,9 @@ def main() -> int:
             np.fromfile(a, dtype=np.float32).sum()
             np.fromfile(b, dtype=np.float32).sum()
         read_both()                                   # warm the page cache
-        baseline = best(read_both)
+        baseline = best(read_both, runs=3)
         before = rss_mb()
-        ours = best(lambda: compare(open_dump(a), open_dump(b)))
+        ours = best(lambda: compare(open_dump(a), open_dump(b)), runs=3)
         growth = rss_mb() - before
     ratio = ours / baseline
     print(f"dumps: 2 x {mib} MiB float32; baseline numpy read of both: {baseline:.2f} s")

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the fixture writers
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import best  # noqa: E402
 
 from qcdoctor.collectors.compare_layers import load_compare, read_layers  # noqa: E402
 from tests.qa.writers import layer, write_compare  # noqa: E402
@@ -30,14 +31,6 @@ def table(rows: int) -> list[dict]:
                          qscale=0.0078 + (i % 13) * 1e-4, base=(-1.2, 1.1), analy=(-1.19, 1.1)))
     return out
 
-
-def best(fn, runs: int = 5) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> int:
