@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     rl = rsub.add_parser("list", help="one line per rule")
     rl.add_argument("--format", choices=("md", "json"), default="md")
     rl.add_argument("--lang", choices=("zh", "en"), default="en")
+    rd = rsub.add_parser("docs", help="all rules as one Markdown document")
+    rd.add_argument("--lang", choices=("zh", "en"), default="en")
+    rd.add_argument("-o", "--output", metavar="FILE", help="write the document here")
     re_ = rsub.add_parser("explain", help="everything about one rule")
     re_.add_argument("rule_id")
     re_.add_argument("--lang", choices=("zh", "en"), default="en")
@@ -266,9 +269,11 @@ def _cmd_collect(args, parser) -> int:
 
 
 def _cmd_rules(args, parser) -> int:
-    from .ruledocs import explain_rule, list_rules
+    from .ruledocs import explain_rule, list_rules, rule_docs
     if args.rules_command == "explain":
         sys.stdout.write(explain_rule(args.rule_id, args.lang))
+    elif args.rules_command == "docs":
+        _emit(rule_docs(args.lang), args.output, [])
     elif args.rules_command == "list":
         sys.stdout.write(list_rules(args.format, args.lang))
     else:

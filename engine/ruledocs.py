@@ -23,6 +23,19 @@ def list_rules(fmt: str = "md", lang: str = "en") -> str:
                    for r in rules)
 
 
+def rule_docs(lang: str = "en") -> str:
+    """Every rule, grouped as in rules/, in one Markdown document."""
+    from .vocabulary import GROUPS
+    title = "qcdoctor 规则" if lang == "zh" else "qcdoctor rules"
+    parts = [f"# {title}\n"]
+    for group in GROUPS:
+        rules = [r for r in load_rules() if r.group == group]
+        if rules:
+            parts.append(f"\n# {group}/ ({len(rules)})\n")
+            parts += ["\n" + explain_rule(r.id, lang) for r in rules]
+    return "".join(parts)
+
+
 def explain_rule(rule_id: str, lang: str = "en") -> str:
     rule = rule_by_id(rule_id)
     if rule is None:

@@ -141,3 +141,13 @@ def test_triage_reads_quantanalysis_outputs_and_trusts_pickles_only_when_asked(t
     assert main(["collect", str(case), "--format", "json", "--trust-pickles"]) == 0
     facts = json.loads(capsys.readouterr().out)
     assert any(f["type"] == "sensitivity_summary" and f["output"] == "z" for f in facts)
+
+
+def test_rule_docs_cover_every_rule(tmp_path):
+    from qcdoctor.engine.rulebook import load_rules
+    out = tmp_path / "rules.md"
+    assert main(["rules", "docs", "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    for rule in load_rules():
+        assert f"## {rule.id}: {rule.title['en']}" in text
+    assert "# deploy/ (" in text and "# stage/ (" in text
