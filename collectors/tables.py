@@ -76,11 +76,13 @@ def read_psql_file(path, usecols: set[str] | None = None, text_columns=()) -> Ta
     skip = header_at + 2                     # header and the |---+ line under it
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", pd.errors.ParserWarning)
+        # chunked parsing may see a damaged column as mixed types: it is coerced below
+        warnings.simplefilter("ignore", pd.errors.DtypeWarning)
         frame = pd.read_csv(path, sep="|", header=None, names=names, usecols=wanted,
                             skiprows=skip, skipinitialspace=True, index_col=False,
                             na_values=NA_VALUES, keep_default_na=False,
                             dtype={c: object for c in text_columns if c in wanted},
-                            on_bad_lines="skip", encoding_errors="replace", low_memory=False)
+                            on_bad_lines="skip", encoding_errors="replace")
     table = Table(frame, str(path), skip + 1)
     if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
         table.problems.append("some rows have more cells than the header; the extra cells were cut")
@@ -114,11 +116,13 @@ def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table
     # extra names are what catches rows longer than the header
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", pd.errors.ParserWarning)
+        # chunked parsing may see a damaged column as mixed types: it is coerced below
+        warnings.simplefilter("ignore", pd.errors.DtypeWarning)
         frame = pd.read_csv(path, sep=",", header=None, names=names, skiprows=1,
                             skipinitialspace=True, index_col=False, na_values=NA_VALUES,
                             keep_default_na=False, dtype={c: object for c in text_columns
                                                           if c in names},
-                            on_bad_lines="skip", encoding_errors="replace", low_memory=False)
+                            on_bad_lines="skip", encoding_errors="replace")
     table = Table(frame, str(path), 2)
     if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
         table.problems.append("some rows are far longer than the header; fields past "
