@@ -45,10 +45,11 @@ class Intake:
         self.strict = strict                  # scripted answers: a bad one is an error
         self.doc = CaseDocument(self.folder)
         self.metric = self._known_metric()
-        self.deferred: set[str] = set()
+        self.deferred: set[tuple[str, str]] = set()     # (topic, key): skipped this session
         self.history: list[str] = []
         self.revisit: str | None = None
         self.open_topic: str | None = None      # a table being filled in
+        self.current_topic = ""
         self.asked = 0
 
     # --- the case as it stands ----------------------------------------------------
@@ -76,15 +77,19 @@ class Intake:
             for topic in pending_topics(report) + [key.split(".")[0]]:
                 found = [q for q in questions_for(topic) if q.key == key]
                 if found:
+                    self.current_topic = topic
                     return found[0]
         topics = pending_topics(report)
         if self.open_topic:
             topics = [self.open_topic] + [t for t in topics if t != self.open_topic]
         for topic in topics:
             for question in questions_for(topic):
-                if question.key not in self.deferred and not self.answered(question):
+                # a skip holds for the topic it was asked in: a later follow-up that needs
+                # the same key for its own reason asks once more
+                if (topic, question.key) not in self.deferred and not self.answered(question):
                     self.open_topic = topic if question_topics()[topic.split(":")[0]].get(
                         "complete") else None
+                    self.current_topic = topic
                     return question
         self.open_topic = None
         return None
@@ -161,7 +166,7 @@ class Intake:
                 self.prompter.say(TEXTS[self.lang]["stopped"].format(case=self.folder))
                 break
             if reply.kind == "skip":
-                self.deferred.add(question.key)
+                self.deferred.add((self.current_topic, question.key))
                 continue
             if reply.kind == "back":
                 if self.history:

@@ -172,3 +172,11 @@ def test_audit_cli_markdown_and_json(tmp_path, capsys):
     assert main(["audit", str(folder), "--format", "json", "--fail-on", "error"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert {c["id"]: c["status"] for c in report["checklist"]}["layout"] == "fail"
+
+
+def test_audit_html_escapes_user_text(tmp_path, capsys):
+    folder = make_case(tmp_path / "h", MISTAKES["wrong_mode"], title="<img src=x onerror=alert(1)>")
+    assert main(["audit", str(folder), "--format", "html", "--lang", "en"]) == 0
+    page = capsys.readouterr().out
+    assert "<img src=x" not in page and "&lt;img src=x" in page
+    assert "<table>" in page and "FAIL" in page

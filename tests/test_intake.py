@@ -252,3 +252,21 @@ def test_every_topic_a_rule_can_ask_exists_and_every_missing_item_has_questions(
     for rule in load_rules():
         if "ask" in rule.then and "{" not in rule.then["ask"]:
             assert questions_for(rule.then["ask"]), rule.id
+
+
+def test_a_new_user_reaches_a_report_in_chinese(tmp_path):
+    folder = tmp_path / "zh"
+    answers = "\n".join(["1", "板端掉点", "mAP", "0.446", "", "", "", "0.301",
+                         "0.30"]) + "\n"
+    result = subprocess.run([sys.executable, "-m", "qcdoctor", "intake", str(folder)],
+                            input=answers, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "问题是怎样观察到的？" in out and "qat.pt 的评测结果？" in out
+    # qat normal and board abnormal with nothing between: the bisection point is asked
+    # again, now for its own reason, although it was skipped in the stage table
+    assert out.count("quantized.bc 的评测结果？") == 2 and "这个阶段的结果把链路一分为二" in out
+    assert "结论：" in out and "完整报告：qcdoctor triage" in out
+    case = case_of(folder)
+    assert case["stages"]["board"]["value"] == 0.301
+    assert case["stages"]["quantized_bc"]["value"] == 0.30
