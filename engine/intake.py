@@ -20,17 +20,20 @@ from .triage import triage_case
 from .vocabulary import CONCLUSION_LABELS
 
 MAX_QUESTIONS = 200            # a guard against a rule set that keeps asking
+REPORT_FILE = "qcdoctor-report.md"
 TEXTS = {
     "zh": {"found": "已自动收集：", "none_found": "没有可自动收集的信息。",
            "invalid": "答案无效：{reason}，请重新输入。", "done": "需要的信息已齐全。",
            "stopped": "已保存已回答的内容；剩余问题可稍后运行 `qcdoctor intake {case}` 继续。",
            "saved": "案例文件：{path}", "stage": "结论：{stage}", "next": "下一步：{text}",
-           "report": "完整报告：qcdoctor triage {case} --lang zh"},
+           "report": "完整报告：qcdoctor triage {case} --lang zh",
+           "written": "完整报告已写入：{path}"},
     "en": {"found": "Collected automatically:", "none_found": "Nothing to collect automatically.",
            "invalid": "Not accepted: {reason}; please answer again.", "done": "Nothing the rules need is open.",
            "stopped": "Your answers are saved; run `qcdoctor intake {case}` to answer the rest later.",
            "saved": "Case file: {path}", "stage": "Conclusion: {stage}", "next": "Next step: {text}",
-           "report": "Full report: qcdoctor triage {case} --lang en"},
+           "report": "Full report: qcdoctor triage {case} --lang en",
+           "written": "Full report written to: {path}"},
 }
 
 
@@ -202,4 +205,19 @@ class Intake:
             self.prompter.say(f"  {c['evidence'][0]['text']}")
         if report["next_actions"]:
             self.prompter.say(t["next"].format(text=report["next_actions"][0]["text"]))
+        written = self.write_report(report)
+        if written:
+            self.prompter.say(t["written"].format(path=written))
         self.prompter.say(t["report"].format(case=self.folder))
+
+    def write_report(self, report: dict) -> Path | None:
+        """qcdoctor-report.md in the case folder, unless a file of the user's has that name."""
+        from .atomic import write_text_atomic
+        from .report import labels, render
+        path = self.folder / REPORT_FILE
+        if path.exists():
+            first = path.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
+            if not any(first.startswith("# " + labels()[lang]["title"]) for lang in ("zh", "en")):
+                return None                      # not ours: never overwritten
+        write_text_atomic(path, render(report, "md"))
+        return path

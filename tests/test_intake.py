@@ -270,3 +270,18 @@ def test_a_new_user_reaches_a_report_in_chinese(tmp_path):
     case = case_of(folder)
     assert case["stages"]["board"]["value"] == 0.301
     assert case["stages"]["quantized_bc"]["value"] == 0.30
+
+
+def test_the_full_report_is_written_but_never_over_a_users_file(tmp_path):
+    import io
+    folder = tmp_path / "r"
+    Intake(folder, LinePrompter(stdin=io.StringIO("1\n"), stdout=io.StringIO()), lang="en",
+           environ={}, installed={}).run()
+    report = (folder / "qcdoctor-report.md").read_text()
+    assert report.startswith("# Consistency diagnosis report")
+    (folder / "qcdoctor-report.md").write_text("my own notes\n")
+    out = io.StringIO()
+    Intake(folder, LinePrompter(stdin=io.StringIO(""), stdout=out), lang="en",
+           environ={}, installed={}).run()
+    assert (folder / "qcdoctor-report.md").read_text() == "my own notes\n"
+    assert "Full report written" not in out.getvalue()
