@@ -27,7 +27,6 @@ class Table:
     """A parsed table, where it came from, and what could not be read."""
     frame: pd.DataFrame
     source: str
-    first_line: int                    # file line of the first data row (1-based)
     problems: list[str] = field(default_factory=list)
 
 
@@ -83,7 +82,7 @@ def read_psql_file(path, usecols: set[str] | None = None, text_columns=()) -> Ta
                             na_values=NA_VALUES, keep_default_na=False,
                             dtype={c: object for c in text_columns if c in wanted},
                             on_bad_lines="skip", encoding_errors="replace")
-    table = Table(frame, str(path), skip + 1)
+    table = Table(frame, str(path))
     if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
         table.problems.append("some rows have more cells than the header; the extra cells were cut")
     # borders and stray lines come through with no index: drop them, keep real rows
@@ -123,7 +122,7 @@ def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table
                             keep_default_na=False, dtype={c: object for c in text_columns
                                                           if c in names},
                             on_bad_lines="skip", encoding_errors="replace")
-    table = Table(frame, str(path), 2)
+    table = Table(frame, str(path))
     if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
         table.problems.append("some rows are far longer than the header; fields past "
                               f"{len(names)} were cut")

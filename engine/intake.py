@@ -15,26 +15,13 @@ from qcdoctor.collectors.case_file import parse_case
 from .case_document import CaseDocument
 from .errors import QcdoctorError
 from .questions import AnswerError, Question, pending_topics, questions_for
+from .report import labels
 from .rulebook import question_topics
 from .triage import triage_case
 from .vocabulary import CONCLUSION_LABELS
 
 MAX_QUESTIONS = 200            # a guard against a rule set that keeps asking
 REPORT_FILE = "qcdoctor-report.md"
-TEXTS = {
-    "zh": {"found": "已自动收集：", "none_found": "没有可自动收集的信息。",
-           "invalid": "答案无效：{reason}，请重新输入。", "done": "需要的信息已齐全。",
-           "stopped": "已保存已回答的内容；剩余问题可稍后运行 `qcdoctor intake {case}` 继续。",
-           "saved": "案例文件：{path}", "stage": "结论：{stage}", "next": "下一步：{text}",
-           "report": "完整报告：qcdoctor triage {case} --lang zh",
-           "written": "完整报告已写入：{path}"},
-    "en": {"found": "Collected automatically:", "none_found": "Nothing to collect automatically.",
-           "invalid": "Not accepted: {reason}; please answer again.", "done": "Nothing the rules need is open.",
-           "stopped": "Your answers are saved; run `qcdoctor intake {case}` to answer the rest later.",
-           "saved": "Case file: {path}", "stage": "Conclusion: {stage}", "next": "Next step: {text}",
-           "report": "Full report: qcdoctor triage {case} --lang en",
-           "written": "Full report written to: {path}"},
-}
 
 
 class Intake:
@@ -122,7 +109,7 @@ class Intake:
 
     # --- the loop -----------------------------------------------------------------
     def announce(self, report: dict) -> None:
-        t = TEXTS[self.lang]
+        t = labels()[self.lang]["intake"]
         found = [f for f in report["facts"] if f.get("source") and not f["source"].startswith(
             ("case.yaml", "not given", "derived", "deploy rules", "rule ")) and
             f["type"] in ("platform", "version", "qa_folder", "graph_loaded", "deploy_script")]
@@ -161,12 +148,12 @@ class Intake:
         while self.asked < MAX_QUESTIONS:
             question = self.next_question(report)
             if question is None:
-                self.prompter.say(TEXTS[self.lang]["done"])
+                self.prompter.say(labels()[self.lang]["intake"]["done"])
                 break
             self.asked += 1
             reply = self.prompter.ask(question, self.lang, self.current(question), str(self.asked))
             if reply.kind == "stop":
-                self.prompter.say(TEXTS[self.lang]["stopped"].format(case=self.folder))
+                self.prompter.say(labels()[self.lang]["intake"]["stopped"].format(case=self.folder))
                 break
             if reply.kind == "skip":
                 self.deferred.add((self.current_topic, question.key))
@@ -184,7 +171,7 @@ class Intake:
                     raise QcdoctorError(f"answer {reply.text!r} for '{question.key}' is not "
                                         f"accepted: {exc}", file=str(getattr(self.prompter, "path", "")),
                                         key=question.key) from None
-                self.prompter.say(TEXTS[self.lang]["invalid"].format(reason=exc))
+                self.prompter.say(labels()[self.lang]["intake"]["invalid"].format(reason=exc))
                 self.revisit = question.key
                 continue
             self.history.append(question.key)
@@ -196,7 +183,7 @@ class Intake:
         return report
 
     def summary(self, report: dict) -> None:
-        t = TEXTS[self.lang]
+        t = labels()[self.lang]["intake"]
         self.prompter.say("")
         self.prompter.say(t["saved"].format(path=self.doc.path))
         c = report["conclusion"]
@@ -213,7 +200,7 @@ class Intake:
     def write_report(self, report: dict) -> Path | None:
         """qcdoctor-report.md in the case folder, unless a file of the user's has that name."""
         from .atomic import write_text_atomic
-        from .report import labels, render
+        from .report import render
         path = self.folder / REPORT_FILE
         if path.exists():
             first = path.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
