@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from qcdoctor.engine.fact_types import PACKAGES, USER_CHECKS
+from qcdoctor.engine.vocabulary import analysis_type
 
 from .case_file import Case
 from .deploy_facts import collect_deploy
@@ -91,7 +92,7 @@ def consistency_fact(case: Case) -> dict:
 def analysis_facts(case: Case) -> list[dict]:
     facts, summary = [], {}
     for i, run in enumerate(case.get("analyses_run", [])):
-        kind = run.get("type") or _guess_type(run["baseline"], run["analysis"])
+        kind = analysis_type(run.get("type"), run["analysis"])
         facts.append({"type": "analysis_run", "analysis_model_type": kind,
                       "baseline": run["baseline"], "analysis": run["analysis"],
                       "sensitivity": run.get("sensitivity", False),
@@ -106,16 +107,6 @@ def analysis_facts(case: Case) -> list[dict]:
                "with_sensitivity": sens, "source": case.source("analyses_run")}
               for kind, (runs, sens) in sorted(summary.items())]
     return facts
-
-
-def _guess_type(baseline: str, analysis: str) -> str:
-    if analysis == "quantized_bc":
-        return "convert"
-    if analysis == "qat_bc":
-        return "export"
-    if analysis == "qat_export":
-        return "pre_export"
-    return "fake_quant"
 
 
 def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,

@@ -7,10 +7,12 @@ the report says what is missing instead of the run failing.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 
 from qcdoctor.engine.errors import QcdoctorError
+from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES, analysis_type
 
 from .advisor import load_advisor
 from .badcase import spread_fact, worst_indices_from_pt, worst_indices_from_txt
@@ -27,10 +29,6 @@ COMPARE_NAMES = ("compare_per_layer_out.txt", "compare_per_layer_out.csv")
 ADVISOR_NAMES = ("abnormal_layer_advisor.txt", "abnormal_layer_advisor.csv")
 _MARKERS = COMPARE_NAMES + ADVISOR_NAMES + ("badcase.txt", "all_badcase_info.pt")
 MAX_DEPTH = 4
-# analysis type -> (baseline, analysis) stages it compares by default
-TYPE_STAGES = {"fake_quant": ("float", "calib"), "pre_export": ("qat", "qat_export"),
-               "export": ("qat_export", "qat_bc"), "convert": ("qat_bc", "quantized_bc")}
-OLD_NAMES = {"quantized": "convert", "hbir": "export", "pt_lut": "pre_export"}
 _NAME_HINTS = (("convert", re.compile(r"convert|quantized|intbc|qbc", re.I)),
                ("pre_export", re.compile(r"pre_?export|lut", re.I)),
                ("export", re.compile(r"export|hbir|qatbc|qat_bc", re.I)),
@@ -73,24 +71,17 @@ def _rel(case: Case, path: Path) -> str:
 
 def _comparison(case: Case, rel: str, compare) -> tuple[str, str, str, str]:
     """(type, baseline, analysis, known_from) of one folder."""
-    norm = rel.strip("./")
     for run in case.get("analyses_run", []):
-        if run.get("out_dir", "").strip("./") == norm and norm:
-            kind = OLD_NAMES.get(run.get("type", ""), run.get("type", ""))
-            kind = kind or _type_from_stages(run["baseline"], run["analysis"])
+        if run.get("out_dir") and os.path.normpath(run["out_dir"]) == os.path.normpath(rel):
+            kind = analysis_type(run.get("type"), run["analysis"])
             return kind, run["baseline"], run["analysis"], "analyses_run"
     kind = _type_from_content(compare) if compare is not None else ""
     if kind:
-        return kind, *TYPE_STAGES[kind], "content"
+        return kind, *ANALYSIS_TYPE_STAGES[kind], "content"
     for kind, pattern in _NAME_HINTS:
         if pattern.search(Path(rel).name):
-            return kind, *TYPE_STAGES[kind], "folder name"
+            return kind, *ANALYSIS_TYPE_STAGES[kind], "folder name"
     return "unknown", "", "", "unknown"
-
-
-def _type_from_stages(baseline: str, analysis: str) -> str:
-    return {"quantized_bc": "convert", "qat_bc": "export", "qat_export": "pre_export"}.get(
-        analysis, "fake_quant")
 
 
 def _type_from_content(compare) -> str:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from .templating import render_template
-from .vocabulary import STAGE_LABELS, STAGE_VARIABLES
+from .vocabulary import OLD_ANALYSIS_NAMES, STAGE_LABELS, STAGE_VARIABLES
 
 # profiler releases before the rename call the types by these names
-OLD_ANALYSIS_TYPE = {"pre_export": "pt_lut (deprecated)", "export": "hbir",
-                     "convert": "quantized", "fake_quant": "fake_quant"}
+OLD_ANALYSIS_TYPE = {new: old for old, new in OLD_ANALYSIS_NAMES.items()}
 
 
 def snippet_context(action: dict, case_context: dict) -> dict:

@@ -11,6 +11,21 @@ PITFALL_IDS = ("single_frame_evidence", "unverified_quantized_bc", "skipped_qat_
                "level2_first", "strategy_for_lut", "no_sensitivity",
                "quantanalysis_for_deploy", "level_without_retrain")
 SEVERITIES = ("info", "warning", "error")
+# QuantAnalysis analysis_model_type: the stages each compares by default, and the older
+# profilers' names for the same types (knowledge.md §6, §15)
+ANALYSIS_TYPE_STAGES = {"fake_quant": ("float", "calib"), "pre_export": ("qat", "qat_export"),
+                        "export": ("qat_export", "qat_bc"), "convert": ("qat_bc", "quantized_bc")}
+OLD_ANALYSIS_NAMES = {"quantized": "convert", "hbir": "export", "pt_lut": "pre_export"}
+
+
+def analysis_type(declared: str | None, analysis_stage: str) -> str:
+    """The current name of an analysis type; undeclared, it follows from the analysed stage."""
+    if declared:
+        return OLD_ANALYSIS_NAMES.get(declared, declared)
+    return {"quantized_bc": "convert", "qat_bc": "export", "qat_export": "pre_export"}.get(
+        analysis_stage, "fake_quant")
+
+
 GROUPS = {"gate": "GT", "stage": "ST", "analysis": "AN", "consistency": "CS",
           "pitfalls": "PF", "artifacts": "AR", "layers": "LY", "deploy": "DP"}
 

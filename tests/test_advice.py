@@ -149,3 +149,12 @@ def test_an_analysis_already_run_with_sensitivity_is_not_proposed_again():
                                               "analysis": "quantized_bc", "sensitivity": True}]))
     assert not any(a["id"] == "qa_convert" for a in report["next_actions"])
     assert any(a["id"] == "bc_editor" for a in report["next_actions"])
+
+
+def test_older_profiler_type_names_count_as_the_new_ones():
+    # "quantized" is the older name of "convert": the run with sensitivity is already done
+    report = triage_dict(_with(analyses_run=[{"type": "quantized", "baseline": "qat_bc",
+                                              "analysis": "quantized_bc", "sensitivity": True}]))
+    assert not any(a["id"] == "qa_convert" for a in report["next_actions"])
+    run = next(f for f in report["facts"] if f["type"] == "analysis_run")
+    assert run["analysis_model_type"] == "convert"
