@@ -129,7 +129,8 @@ def _emit(text: str, output: str | None, protected: list[Path]) -> None:
     write_text_atomic(target, text)
 
 
-def _cmd_triage(args, parser) -> int:
+def _diagnose_and_emit(args, audit: bool) -> int:
+    """triage and audit: a case folder or a bundled example, rendered, then --fail-on."""
     from .diagnose import SEVERITY_RANK, max_severity
     from .errors import QcdoctorError
     from .progress import Progress
@@ -138,22 +139,27 @@ def _cmd_triage(args, parser) -> int:
 
     if bool(args.case) == bool(args.example):
         raise QcdoctorError("give either a case folder or --example NAME",
-                            fix="qcdoctor triage CASE_FOLDER, or qcdoctor examples to list examples")
+                            fix=f"qcdoctor {args.command} CASE_FOLDER, or qcdoctor examples "
+                                "to list the examples")
+    options = dict(lang=args.lang, trust_pickles=args.trust_pickles, full_checklist=audit,
+                   progress=Progress())
     if args.example:
         from .examples import example_path
         with example_path(args.example) as path:
-            report = triage_path(path, lang=args.lang, display_path=f"example:{args.example}",
-                                 trust_pickles=args.trust_pickles, progress=Progress())
+            report = triage_path(path, display_path=f"example:{args.example}", **options)
         protected = []
     else:
-        report = triage_path(args.case, lang=args.lang, trust_pickles=args.trust_pickles,
-                             progress=Progress())
+        report = triage_path(args.case, **options)
         case = Path(args.case)
         protected = [case / "case.yaml" if case.is_dir() else case]
-    _emit(render(report, args.format), args.output, protected)
+    _emit(render(report, args.format, audit=audit), args.output, protected)
     if args.fail_on != "never" and max_severity(report) >= SEVERITY_RANK[args.fail_on]:
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def _cmd_triage(args, parser) -> int:
+    return _diagnose_and_emit(args, audit=False)
 
 
 def _cmd_intake(args, parser) -> int:
@@ -183,37 +189,17 @@ def _cmd_intake(args, parser) -> int:
     try:
         intake.run()
     except KeyboardInterrupt:
-        saved = "已保存" if lang == "zh" else "saved"
-        print(f"\nqcdoctor: interrupted; answers so far are {saved} in {intake.doc.path}\n"
-              f"  resume with: qcdoctor intake {folder}", file=sys.stderr)
+        message = (f"已中断；已回答的内容保存在 {intake.doc.path}\n  继续：qcdoctor intake {folder}"
+                   if lang == "zh" else
+                   f"interrupted; answers so far are saved in {intake.doc.path}\n"
+                   f"  resume with: qcdoctor intake {folder}")
+        print(f"\nqcdoctor: {message}", file=sys.stderr)
         return 130
     return EXIT_OK
 
 
 def _cmd_audit(args, parser) -> int:
-    from .diagnose import SEVERITY_RANK, max_severity
-    from .errors import QcdoctorError
-    from .progress import Progress
-    from .report import render
-    from .triage import triage_path
-    if bool(args.case) == bool(args.example):
-        raise QcdoctorError("give either a case folder or --example NAME",
-                            fix="qcdoctor audit CASE_FOLDER, or qcdoctor examples to list examples")
-    options = dict(lang=args.lang, trust_pickles=args.trust_pickles, full_checklist=True,
-                   progress=Progress())
-    if args.example:
-        from .examples import example_path
-        with example_path(args.example) as path:
-            report = triage_path(path, display_path=f"example:{args.example}", **options)
-        protected = []
-    else:
-        report = triage_path(args.case, **options)
-        case = Path(args.case)
-        protected = [case / "case.yaml" if case.is_dir() else case]
-    _emit(render(report, args.format, audit=True), args.output, protected)
-    if args.fail_on != "never" and max_severity(report) >= SEVERITY_RANK[args.fail_on]:
-        return EXIT_FINDINGS
-    return EXIT_OK
+    return _diagnose_and_emit(args, audit=True)
 
 
 def _cmd_compare(args, parser) -> int:
