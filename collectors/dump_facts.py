@@ -8,13 +8,13 @@ from qcdoctor.engine.errors import QcdoctorError
 from qcdoctor.engine.fact_types import STAGES
 
 from .case_file import Case
-from .dumps import compare_paths
 
 
 def collect_dumps(case: Case, trust_pickles: bool = False, progress=None) -> list[dict]:
     named = case.get("artifacts", {}).get("dumps", {})
     if not named or case.folder is None:
         return []
+    from .dumps import compare_paths  # numpy loads only when there are dumps
     dtype = case.get("artifacts", {}).get("dump_dtype")
     stages = [s for s in STAGES if s in named]
     facts = []

@@ -17,17 +17,13 @@ from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES, analysis_type
 from .advisor import load_advisor
 from .badcase import spread_fact, worst_indices_from_pt, worst_indices_from_txt
 from .case_file import Case
-from .compare_layers import load_compare, read_layers, row_facts
 from .fx_graph import Graph, graph_origin, load_graph
 from .model_check import check_model
-from .sensitivity import FILE_RE as SENSITIVITY_RE
-from .sensitivity import load_sensitivity, summarise
+from .qa_files import ADVISOR_NAMES, BADCASE_NAMES, COMPARE_NAMES, SENSITIVITY_RE
 from .statistic import load_statistic, weight_fact
 from .thresholds import DEFAULT, Thresholds
 
-COMPARE_NAMES = ("compare_per_layer_out.txt", "compare_per_layer_out.csv")
-ADVISOR_NAMES = ("abnormal_layer_advisor.txt", "abnormal_layer_advisor.csv")
-_MARKERS = COMPARE_NAMES + ADVISOR_NAMES + ("badcase.txt", "all_badcase_info.pt")
+_MARKERS = COMPARE_NAMES + ADVISOR_NAMES + BADCASE_NAMES
 MAX_DEPTH = 4
 _NAME_HINTS = (("convert", re.compile(r"convert|quantized|intbc|qbc", re.I)),
                ("pre_export", re.compile(r"pre_?export|lut", re.I)),
@@ -136,6 +132,10 @@ def _read(facts: list[dict], rel: str, reader, *args):
 
 
 def _folder_facts(case, folder, rel, graph, trust_pickles, limits) -> list[dict]:
+    # numpy/pandas load only when a case has QuantAnalysis outputs
+    from .compare_layers import load_compare, read_layers, row_facts
+    from .sensitivity import load_sensitivity, summarise
+
     facts: list[dict] = []
     files = {p.name: p for p in folder.iterdir() if p.is_file()}
     compare_path = next((files[n] for n in COMPARE_NAMES if n in files), None)

@@ -14,11 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from .pt_files import load_pt
+from .qa_files import SENSITIVITY_RE
 from .tables import simple_table
 from .thresholds import DEFAULT, Thresholds
 
-FILE_RE = re.compile(r"^output_(?P<output>.+?)(?:_case_(?P<case>\d+))?_(?P<metric>L1|ATOL|Cosine|"
-                     r"MSE|KL|SQNR)_sensitive_ops\.(?P<ext>txt|pt)$", re.IGNORECASE)
 ASCENDING = {"cosine", "sqnr"}          # smaller is worse
 LUT_WORDS = ("sin", "cos", "exp", "rsqrt", "reciprocal", "sigmoid", "tanh", "log", "pow")
 _LUT_NAME = re.compile(r"(?:^|[._])(?:_generated_)?(" + "|".join(LUT_WORDS) + r")(?:$|[._\d])",
@@ -47,7 +46,7 @@ class SensitivityFile:
 
 
 def parse_name(path: Path):
-    m = FILE_RE.match(path.name)
+    m = SENSITIVITY_RE.match(path.name)
     return (m.group("output"), m.group("case") or "", m.group("metric")) if m else None
 
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:                      # pandas loads only when a big table is read
+    import pandas as pd
 
 NA_VALUES = ["None", "nan", "NaN", ""]
 
@@ -56,6 +58,7 @@ def read_psql_file(path, usecols: set[str] | None = None, text_columns=()) -> Ta
 
     Cells keep their padding: callers strip only the few text values they show.
     """
+    import pandas as pd
     with open(path, encoding="utf-8", errors="replace") as handle:
         head = []
         for _ in range(200):
@@ -103,6 +106,7 @@ def read_psql_file(path, usecols: set[str] | None = None, text_columns=()) -> Ta
 
 def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table:
     """The profiler CSV: ', ' separated, header from the first row only."""
+    import pandas as pd
     with open(path, encoding="utf-8", errors="replace") as handle:
         first = handle.readline()
     if not first.strip():

@@ -151,3 +151,11 @@ def test_rule_docs_cover_every_rule(tmp_path):
     for rule in load_rules():
         assert f"## {rule.id}: {rule.title['en']}" in text
     assert "# deploy/ (" in text and "# stage/ (" in text
+
+
+def test_a_case_without_analysis_outputs_or_dumps_never_loads_numpy_or_pandas():
+    code = ("import sys\nfrom qcdoctor.engine.cli import main\n"
+            "main(['triage', '--example', 'board_nv12_deploy', '-o', '/dev/null'])\n"
+            "print('HEAVY:' + ','.join(m for m in ('numpy', 'pandas', 'torch') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip().endswith("HEAVY:"), result.stdout + result.stderr

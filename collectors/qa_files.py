@@ -1,0 +1,11 @@
+"""The file names QuantAnalysis writes (knowledge.md §8), for discovery and the readers."""
+
+from __future__ import annotations
+
+import re
+
+COMPARE_NAMES = ("compare_per_layer_out.txt", "compare_per_layer_out.csv")
+ADVISOR_NAMES = ("abnormal_layer_advisor.txt", "abnormal_layer_advisor.csv")
+BADCASE_NAMES = ("badcase.txt", "all_badcase_info.pt")
+SENSITIVITY_RE = re.compile(r"^output_(?P<output>.+?)(?:_case_(?P<case>\d+))?_(?P<metric>L1|ATOL|"
+                            r"Cosine|MSE|KL|SQNR)_sensitive_ops\.(?P<ext>txt|pt)$", re.IGNORECASE)
