@@ -176,7 +176,7 @@ class Intake:
                 continue
             self.history.append(question.key)
             report = self.report()
-        if not self.doc.path.exists() or self.doc.existed is False:
+        if not self.doc.path.exists():         # nothing answered: still leave a case file
             self.doc.save()
         report = self.report()
         self.summary(report)

@@ -262,10 +262,13 @@ def test_truncated_pt_file_is_a_clear_problem(tmp_path):
     assert "truncated" in problem["problem"] or "cannot read" in problem["problem"]
 
 
-def test_collect_is_equivalent_to_triage_facts(tmp_path):
+def test_collect_gives_the_facts_triage_reasons_on(tmp_path):
     folder = build("cliff", tmp_path)
     facts = collect_facts(load_case(folder), environ={}, installed={}, cwd=folder)
-    assert any(f["type"] == "layer_origin" for f in facts)
+    report = triage(folder)
+    derived = [f for f in report["facts"] if f["type"] == "conclusion"]
+    assert [f for f in report["facts"] if f["type"] != "conclusion"] == facts
+    assert len(derived) == 1 and any(f["type"] == "layer_origin" for f in facts)
 
 
 @pytest.mark.parametrize("form", ["dict", "tuple"])
