@@ -9,7 +9,7 @@ from qcdoctor.collectors.case_file import Case, load_case
 from qcdoctor.collectors.files import list_case_files
 
 from .diagnose import build_report, run_rules
-from .runner import RuleRunner
+from .runner import EngineFailure, RuleRunner
 
 
 def case_context(case: Case, facts: list[dict]) -> dict:
@@ -30,7 +30,11 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
                 full_checklist: bool = False, progress=None) -> dict:
     facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
                           trust_pickles=trust_pickles, progress=progress)
-    hits = run_rules(facts, runner)
+    try:
+        hits = run_rules(facts, runner)
+    except EngineFailure as failure:
+        failure.file = str(case.file or case.folder or "") or None    # name the case
+        raise
     lang = lang or case.get("language", "zh")
     info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
     return build_report(facts, hits, lang=lang, case_info=info,
