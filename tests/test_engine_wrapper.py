@@ -184,3 +184,16 @@ def test_fresh_processes_never_crash_on_state_deletion(tmp_path):
                                 text=True, timeout=60)
         assert result.returncode == 0, result.stderr[-500:]
         assert result.stdout.strip() == "undetermined"
+
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20),
+                     st.floats(allow_nan=False, allow_infinity=False),
+                     st.sampled_from([1e-4, 9.999e-5, 1e16, 9.9e15, -0.0, 1e-05]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), _scalars, max_size=8))
+def test_the_fast_fact_encoder_writes_what_the_positional_writer_writes(fact):
+    text = jsonfmt.dumps(fact)
+    assert text == jsonfmt._encode(fact)
+    assert json.loads(text) == fact
