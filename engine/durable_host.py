@@ -10,16 +10,25 @@ durable_rules is unmaintained and has traps, each guarded here:
 - ``durable.lang`` is never imported (its ``from ... import *`` rebinds all/any);
 - a ruleset registered after facts were asserted into another one corrupts the C
   engine's heap: the host refuses registration once it has been used;
-- ``delete_state`` frees a state's beta-node pools before deleting its messages and then
-  touches them: it is never called. Each ruleset keeps one state (one ``sid``) that is
-  emptied after every match by retracting what was asserted, last first. Retraction can
-  still fail or crash in the C engine now and then (a heap-layout lottery in processes
-  holding many rulesets), so this host runs only in a worker process that is replaced
-  after any failure (``engine_process``): a crash here never reaches the caller, and a
-  state that could not be emptied is never used again.
+- retraction is broken once a rule has fired: completing an action deletes its frame
+  but leaves the facts' location entries pointing at it, so retracting such a fact
+  finds a "dispatching" frame and calls ``deleteMessageFromFrame``, which clears the
+  message without lowering the frame's count; the next retraction touching that frame
+  scans past the end of its array (the random SIGSEGV of long runs). ``delete_state``
+  touches freed pools as well. Neither is ever called: every match asserts into a
+  fresh state (``sid``) that is simply abandoned. States keep their memory and a
+  ruleset takes at most 1,024 of them, so the worker process that owns this host is
+  replaced long before either matters (``engine_process``), and a crash here kills
+  only that worker, never the caller.
+- after each action the base class writes the state document back (``update_state``)
+  and gives up on actions slower than 10 s; our actions never change the state, so
+  ``do_actions`` runs and completes them without either.
 """
 
 from __future__ import annotations
+
+import itertools
+import json
 
 import durable_rules_engine
 from durable import engine as _durable
@@ -41,10 +50,26 @@ class _SafeRuleset(_durable.Ruleset):
         return self._handle_result(
             durable_rules_engine.assert_fact(self._handle, jsonfmt.dumps(fact)), fact)
 
-    def retract_fact(self, fact):
-        # the same encoding as the assert, or the fact is not found and stays behind
-        return self._handle_result(
-            durable_rules_engine.retract_fact(self._handle, jsonfmt.dumps(fact)), fact)
+    def do_actions(self, state_handle, complete):
+        """Run the started actions one by one and complete each, without ``update_state``.
+
+        Our actions never change the state, so there is nothing to write back, and a
+        slow action (a loaded machine) is never mistaken for an abandoned one.
+        """
+        try:
+            result = durable_rules_engine.start_action_for_state(self._handle, state_handle)
+            if result:
+                state, message = json.loads(result[0]), json.loads(result[1])
+                while message:
+                    action_name, bound = next(iter(message.items()))
+                    closure = _durable.Closure(self._host, self, state, bound, state_handle)
+                    self._actions[action_name]._func(closure)
+                    following = durable_rules_engine.complete_and_start_action(
+                        self._handle, closure._handle)
+                    message = json.loads(following) if following else None
+            complete(None, None)
+        except BaseException as error:  # noqa: BLE001 - handed to the caller as the base does
+            complete(error, None)
 
 
 def bindings(c) -> dict:
@@ -58,14 +83,15 @@ class HostSealed(RuntimeError):
 
 
 class QuietHost(_durable.Host):
-    """A Host without background threads; each ruleset's state is emptied after a match."""
+    """A Host without background threads that matches each fact set in a fresh state."""
 
     def __init__(self):
         super().__init__()
         self._sealed = False
         self._hits: list[tuple[str, dict]] = []
         self._errors: list[str] = []
-        self._recording = False
+        self._states: dict[str, int] = {}
+        self._sids = itertools.count(1)
 
     def _run(self):
         return None
@@ -82,14 +108,13 @@ class QuietHost(_durable.Host):
         ruleset = _SafeRuleset(name, self, definition)
         self._ruleset_directory[name] = ruleset
         self._ruleset_list.append(ruleset)
+        self._states[name] = 0
 
     def registered(self) -> set[str]:
         return set(self._ruleset_directory)
 
     def _recorder(self, rule_id: str):
         def action(c):
-            if not self._recording:         # retraction at the end of a match: ignore
-                return
             # an exception raised here would be swallowed by durable_rules: record it
             try:
                 self._hits.append((rule_id, bindings(c)))
@@ -97,40 +122,19 @@ class QuietHost(_durable.Host):
                 self._errors.append(f"{rule_id}: {exc!r}")
         return action
 
-    def match(self, name: str, facts: list[dict], gate: dict) -> tuple[list, list, bool]:
-        """Assert ``facts`` then ``gate``, then retract them all.
-
-        Returns (hits, action errors, whether the state was emptied cleanly).
-        """
+    def match(self, name: str, facts: list[dict], gate: dict) -> tuple[list, list]:
+        """Assert ``facts`` then ``gate`` into a fresh state: (hits, action errors)."""
         self._sealed = True
-        sid = name
-        asserted = [dict(fact, sid=sid) for fact in facts] + [dict(gate, sid=sid)]
+        self._states[name] += 1
+        sid = f"{name}#{next(self._sids)}"
         self._hits, self._errors = [], []
-        done = 0
-        self._recording = True
-        try:
-            for fact in asserted:
-                self._quietly(self.assert_fact, name, fact)
-                done += 1
-        finally:
-            self._recording = False
-            clean = self._forget(name, asserted[:done + 1])
-        return self._hits, self._errors, clean
-
-    def _forget(self, name: str, asserted: list[dict]) -> bool:
-        """Retract, last first: the gate goes first, so no rule can fire meanwhile."""
-        clean = True
-        for fact in reversed(asserted):
+        for fact in facts + [gate]:
             try:
-                self._quietly(self.retract_fact, name, fact)
-            except Exception:  # noqa: BLE001 - the state is dirty: the worker is replaced
-                clean = False
-        return clean
+                self.assert_fact(name, dict(fact, sid=sid))
+            except (_durable.MessageNotHandledException, _durable.MessageObservedException):
+                pass    # no rule reads it / an identical fact is known: both normal here
+        return self._hits, self._errors
 
-    @staticmethod
-    def _quietly(operation, name: str, fact: dict) -> None:
-        """'No rule reads it' and 'already known' are not errors."""
-        try:
-            operation(name, fact)
-        except (_durable.MessageNotHandledException, _durable.MessageObservedException):
-            pass
+    def states_used(self) -> int:
+        """The most states any ruleset has used (durable_rules allows 1,024)."""
+        return max(self._states.values(), default=0)

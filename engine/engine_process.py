@@ -1,17 +1,17 @@
 """The rule engine in a worker process, so a crash in durable_rules' C code never reaches us.
 
 durable_rules corrupts its heap in ways that show up at random (see ``durable_host``).
-The caller's process never asserts a fact: it keeps the catalogue of rulesets and sends
-each match to a worker. Where ``fork`` exists the rulesets are compiled once in the
-caller (compiling is safe; only matching touches the fragile paths) and every worker
-inherits them; elsewhere each worker compiles the catalogue when it starts.
+The caller's process never loads it: it keeps the catalogue of rulesets and sends each
+match to a worker, which compiles the catalogue when it starts (``warm`` starts one
+early, so it compiles while the caller collects facts).
 
 - A worker that dies (signal, abort, time-out) is replaced and the match re-run once;
   a match that kills two workers raises ``EngineCrash`` for that case alone.
 - A worker that reported any error is replaced, so no case sees a damaged engine.
-- A worker whose engine state could not be emptied is replaced, so no case ever sees
-  another's facts; and any worker after ``max_matches`` matches, so no slow leak or
-  heap damage accumulates.
+- Every match runs in a fresh engine state, so no case ever sees another's facts.
+  States are never emptied (that path crashes), so a worker is replaced once it holds
+  ``MAX_WORKER_RSS_MB`` or nears durable_rules' 1,024 states per ruleset, and after
+  ``max_matches`` matches in any case.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from .errors import QcdoctorError
 
 MAX_MATCHES_PER_WORKER = 2000
+MAX_WORKER_RSS_MB = 320
+MAX_STATES_PER_RULESET = 1000      # durable_rules refuses the 1,025th
 MATCH_TIMEOUT_S = 60.0
 _REPORT_FIX = ("this is a defect of qcdoctor, not of your case: send the case folder to the "
                "qcdoctor maintainers")
@@ -48,18 +50,6 @@ def _start_method() -> str:
     return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
-_local_host = None
-
-
-def local_host():
-    """This process's durable_rules host (imported only where the engine runs)."""
-    global _local_host
-    if _local_host is None:
-        from .durable_host import QuietHost
-        _local_host = QuietHost()
-    return _local_host
-
-
 def _rss_mb() -> float:
     try:
         with open("/proc/self/statm", encoding="ascii") as handle:
@@ -69,15 +59,16 @@ def _rss_mb() -> float:
 
 
 def _serve(conn, catalogue: dict, stderr_path: str) -> None:
-    """Worker loop: (ruleset, facts, gate) in; ("ok", hits, dirty, rss) or ("error", text) out."""
+    """Worker loop: (ruleset, facts, gate) in; ("ok", hits, worn, rss) or ("error", text) out."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the caller handles Ctrl-C
     # what the C engine or the interpreter print when they die goes to a file the caller
     # quotes in its message, not onto the user's terminal
     faulthandler.disable()
     with open(stderr_path, "ab", buffering=0) as log:
         os.dup2(log.fileno(), 2)
-    host = local_host()
     try:
+        from .durable_host import QuietHost
+        host = QuietHost()
         for name, patterns in catalogue.items():
             host.register(name, patterns)
     except Exception as exc:  # noqa: BLE001 - sent back as the answer to every request
@@ -100,14 +91,16 @@ def _serve(conn, catalogue: dict, stderr_path: str) -> None:
             continue
         name, facts, gate = request
         try:
-            hits, errors, clean = host.match(name, facts, gate)
+            hits, errors = host.match(name, facts, gate)
         except Exception as exc:  # noqa: BLE001 - the C engine's errors are plain exceptions
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
             continue
         if errors:
             conn.send(("error", "; ".join(errors)))
         else:
-            conn.send(("ok", hits, not clean, _rss_mb()))
+            rss = _rss_mb()
+            worn = rss > MAX_WORKER_RSS_MB or host.states_used() >= MAX_STATES_PER_RULESET
+            conn.send(("ok", hits, worn, rss))
     conn.close()
 
 
@@ -203,8 +196,13 @@ class EngineProcess:
             if name in self._catalogue:
                 raise ValueError(f"ruleset {name} already registered")
             self._catalogue[name] = patterns
-            if self._method == "fork":
-                local_host().register(name, patterns)   # compiled once, inherited by workers
+
+    def warm(self) -> None:
+        """Start a worker for the current catalogue now, if none is running."""
+        with self._lock:
+            if self._worker is None or self._worker.names != frozenset(self._catalogue):
+                self._discard()
+                self._worker = self._spawn()
 
     def match(self, name: str, facts: list[dict], gate: dict) -> list[tuple[str, dict]]:
         """Hits ``(rule id, bound facts)`` of ruleset ``name`` on ``facts`` + ``gate``."""
@@ -228,9 +226,9 @@ class EngineProcess:
                 if reply[0] != "ok":
                     self._discard()          # never reuse an engine that reported an error
                     raise EngineFailure(reply[1])
-                _, hits, dirty, rss = reply
+                _, hits, worn, rss = reply
                 worker.rss_mb = self.stats.last_worker_rss_mb = rss
-                if dirty or worker.matches >= self._max_matches:
+                if worn or worker.matches >= self._max_matches:
                     self._discard()
                 return hits
             raise EngineCrash("it stopped the engine worker twice (" + "; ".join(deaths) + ")")

@@ -83,6 +83,10 @@ class RuleRunner:
                                          for r in self.rules if r.stratum == stratum})
             self._rulesets.append((stratum, name))
 
+    def warm(self) -> None:
+        """Have an engine worker ready (it compiles the rules while the caller works on)."""
+        self._engine.warm()
+
     def run(self, facts: Iterable[dict], derive: DeriveFn | None = None) -> list[Hit]:
         """All hits for one case, ordered by priority, rule id and bound facts."""
         pending = list(_unique(map(engine_fact, facts)))

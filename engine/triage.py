@@ -8,7 +8,7 @@ from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.collectors.case_file import Case, load_case
 from qcdoctor.collectors.files import list_case_files
 
-from .diagnose import build_report, run_rules
+from .diagnose import build_report, bundled_runner, run_rules
 from .runner import EngineFailure, RuleRunner
 
 
@@ -28,6 +28,8 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
                 environ=None, cwd: Path | None = None, installed: dict | None = None,
                 display_path: str | None = None, trust_pickles: bool = False,
                 full_checklist: bool = False, progress=None) -> dict:
+    runner = runner or bundled_runner()
+    runner.warm()           # the engine worker starts while the facts are collected
     facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
                           trust_pickles=trust_pickles, progress=progress)
     try:

@@ -97,23 +97,52 @@ def test_engine_errors_replace_the_worker(monkeypatch, engine):
     assert engine.worker_pid() != first
 
 
-def test_workers_are_recycled_and_keep_memory_flat():
+def _convert_facts():
+    from qcdoctor.collectors.case_facts import collect_facts
+
+    from .conftest import case_from
+    return collect_facts(case_from(CONVERT), environ={}, installed={})
+
+
+def test_workers_are_recycled_after_a_number_of_matches():
     engine = EngineProcess(max_matches=30)
     try:
         runner = RuleRunner(load_rules(), engine=engine)
-        from qcdoctor.collectors.case_facts import collect_facts
-
-        from .conftest import case_from
-        facts = collect_facts(case_from(CONVERT), environ={}, installed={})
+        facts = _convert_facts()
         expected = [h.rule.id for h in runner.run(facts)]
-        rss = []
+        pids = set()
         for _ in range(60):
             assert [h.rule.id for h in runner.run(facts)] == expected
-            rss.append(engine.stats.last_worker_rss_mb)
+            pids.add(engine.stats.last_worker_pid)
         strata = len({r.stratum for r in runner.rules})
-        assert engine.stats.workers_started >= 61 * strata // 30
+        assert len(pids) >= 61 * strata // 30
         assert engine.stats.worker_deaths == 0
-        assert max(rss) - min(rss) < 20, rss
+    finally:
+        engine.close()
+
+
+def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch):
+    """Engine states are never emptied (that path crashes): memory is bounded by replacing
+    the worker once it holds MAX_WORKER_RSS_MB."""
+    from qcdoctor.engine import engine_process as module
+    probe = EngineProcess()
+    runner = RuleRunner(load_rules(), engine=probe)
+    facts = _convert_facts()
+    runner.run(facts)
+    base = probe.stats.last_worker_rss_mb
+    probe.close()
+    cap = base + 25
+    monkeypatch.setattr(module, "MAX_WORKER_RSS_MB", cap)     # inherited by the fork
+    engine = EngineProcess()
+    try:
+        runner = RuleRunner(load_rules(), engine=engine)
+        rss = []
+        for _ in range(40):
+            runner.run(facts)
+            rss.append(engine.stats.last_worker_rss_mb)
+        assert engine.stats.workers_started >= 2, rss
+        assert max(rss) < cap + 10, rss        # one match's growth past the cap at most
+        assert min(rss[5:]) < base + 10, rss   # a replaced worker starts small again
     finally:
         engine.close()
 
