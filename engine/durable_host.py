@@ -35,6 +35,11 @@ from durable import engine as _durable
 
 from . import jsonfmt
 
+# a fact type no rule can read (rules are type-checked against fact_types)
+WARM_TYPE = "$warm"
+# spares stop short of durable_rules' 1,024 states per ruleset
+SPARE_STATE_LIMIT = 900
+
 
 class _SafeRuleset(_durable.Ruleset):
     def __init__(self, name, host, ruleset_definition):  # noqa: D401 - mirrors the base
@@ -92,6 +97,8 @@ class QuietHost(_durable.Host):
         self._errors: list[str] = []
         self._states: dict[str, int] = {}
         self._sids = itertools.count(1)
+        self._spares: dict[str, list[str]] = {}
+        self._wanted: dict[str, None] = {}      # rulesets short of a spare, oldest first
 
     def _run(self):
         return None
@@ -109,6 +116,8 @@ class QuietHost(_durable.Host):
         self._ruleset_directory[name] = ruleset
         self._ruleset_list.append(ruleset)
         self._states[name] = 0
+        self._spares[name] = []
+        self._wanted[name] = None
 
     def registered(self) -> set[str]:
         return set(self._ruleset_directory)
@@ -125,15 +134,41 @@ class QuietHost(_durable.Host):
     def match(self, name: str, facts: list[dict], gate: dict) -> tuple[list, list]:
         """Assert ``facts`` then ``gate`` into a fresh state: (hits, action errors)."""
         self._sealed = True
-        self._states[name] += 1
-        sid = f"{name}#{next(self._sids)}"
+        sid = self._spares[name].pop() if self._spares[name] else self._new_sid(name)
+        self._wanted[name] = None
         self._hits, self._errors = [], []
         for fact in facts + [gate]:
-            try:
-                self.assert_fact(name, dict(fact, sid=sid))
-            except (_durable.MessageNotHandledException, _durable.MessageObservedException):
-                pass    # no rule reads it / an identical fact is known: both normal here
+            self._assert_quietly(name, dict(fact, sid=sid))
         return self._hits, self._errors
+
+    def prepare_spare(self) -> bool:
+        """Create one empty state for a ruleset that lacks one; False when none does.
+
+        Creating a state costs more than matching in it (its index arrays scale with the
+        rule count), so the worker does it between requests, while the caller works.
+        """
+        if not self._wanted:
+            return False
+        name = next(iter(self._wanted))
+        del self._wanted[name]
+        if self._spares[name] or self._states[name] >= SPARE_STATE_LIMIT:
+            return True
+        self._sealed = True
+        sid = self._new_sid(name)
+        # a fact no rule reads: the engine creates the state and stores nothing in it
+        self._assert_quietly(name, {"type": WARM_TYPE, "sid": sid})
+        self._spares[name].append(sid)
+        return True
+
+    def _new_sid(self, name: str) -> str:
+        self._states[name] += 1
+        return f"{name}#{next(self._sids)}"
+
+    def _assert_quietly(self, name: str, fact: dict) -> None:
+        try:
+            self.assert_fact(name, fact)
+        except (_durable.MessageNotHandledException, _durable.MessageObservedException):
+            pass    # no rule reads it / an identical fact is known: both normal here
 
     def states_used(self) -> int:
         """The most states any ruleset has used (durable_rules allows 1,024)."""

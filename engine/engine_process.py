@@ -78,6 +78,9 @@ def _serve(conn, catalogue: dict, stderr_path: str) -> None:
     parent = os.getppid()
     while True:
         try:
+            while not conn.poll(0):
+                if broken or not host.prepare_spare():     # idle: ready the next states
+                    break
             while not conn.poll(1.0):
                 if os.getppid() != parent:     # the caller is gone: nobody will ask again
                     return
