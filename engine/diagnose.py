@@ -176,7 +176,7 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
                                                     "path": path})
     # the smallest verifiable action first: by cost class, then (stable) by rule priority
     report["next_actions"].sort(key=lambda a: COST_CLASSES.index(a["cost"]))
-    if full_checklist or is_deployment_problem(stage, facts):
+    if full_checklist or is_deployment_problem(stage, report["conclusion"]["suspect"], facts):
         report["checklist"] = checklist_section(judged, lang)
     if any(f["type"] == "qa_folder" for f in facts):
         from qcdoctor.collectors.thresholds import DEFAULT

@@ -74,7 +74,8 @@ def view_model(report: dict) -> dict:
     fixes = f"{L['levels_tried']}: {', '.join(tried)}" if tried else L["no_fixes"]
     stage = report["conclusion"]["stage"]
     folders = _qa_folders(report, L)
-    qa = (L["qa_not_applicable"] if is_deployment_problem(stage, report["facts"]) else
+    qa = (L["qa_not_applicable"] if is_deployment_problem(stage, report["conclusion"]["suspect"],
+                                                   report["facts"]) else
           ("" if folders else L["qa_none"]))
     sources = {}
     for t in report["trace"]:

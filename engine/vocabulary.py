@@ -35,16 +35,17 @@ DEPLOY_STAGES = ("compile", "nv12_insertion", "qdq_removal")
 DEPLOY_SHOWN_AT = ("nv12_bc", "qdq_removed_bc", "hbm_x86", "board")
 
 
-def is_deployment_problem(stage: str, facts: list[dict]) -> bool:
+def is_deployment_problem(stage: str, suspect: str, facts: list[dict]) -> bool:
     """knowledge.md §6 rev 2: the deployment checklist belongs to deployment problems only.
 
     A user_side conclusion found by the step-0 facts at an earlier stage (march differs at
-    convert, _FLOAT at export) is not one.
+    convert) or an export-state problem (_FLOAT at export) is not one.
     """
     if stage in DEPLOY_STAGES:
         return True
     summary = next((f for f in facts if f["type"] == "stage_summary"), {})
-    return stage == "user_side" and summary.get("first_abnormal") in DEPLOY_SHOWN_AT
+    return stage == "user_side" and suspect != "export_state" and \
+        summary.get("first_abnormal") in DEPLOY_SHOWN_AT
 
 
 # stages that are torch models; the others are bc / hbm (fixed inputs, no task list)

@@ -323,6 +323,10 @@ def test_a_float_export_state_keeps_the_export_list():
     assert "hbm" not in _keep(report)
     assert "不适用" not in render(triage_dict(_case({"qat": N, "qat_bc": A},
                                                   fake_quant_state="float"), lang="zh"), "md")
+    # wrong at export even when the drop is seen on the board: the export list, no checklist
+    board = triage_dict(_case({"hbm_x86": N, "board": A}, fake_quant_state="float"))
+    assert _conclusion(board) == ("user_side", "export_state")
+    assert board["checklist"] == [] and "qat.export.pt" in _keep(board) and "hbm" not in _keep(board)
 
 
 def test_a_board_problem_keeps_the_checklist_and_the_deployment_list():
