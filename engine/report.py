@@ -136,6 +136,8 @@ def _basis(stage_fact: dict, L: dict) -> str:
         # a loss below zero is an improvement, written as one (never "drop -0.001")
         basis += "_improved" if loss < 0 else \
             ("_abnormal" if stage_fact["status"] == "abnormal" else "_normal")
+        # a lower-is-better metric rises when it gets worse: say so, not "drop"
+        basis += "_lower" if stage_fact.get("direction") == "lower" else ""
     decimals = stage_fact.get("basis_decimals")
     shown = (lambda v: f"{v:.{decimals}f}") if decimals is not None else (lambda v: f"{v:.4g}")
     return L["basis"][basis].format(ref=STAGE_LABELS.get(stage_fact["reference"], ""),

@@ -95,8 +95,11 @@ def test_a_rising_error_rate_is_a_drop():
     assert _conclusion(report) == ("export", "hbir_export")
     md = render(report, "md")
     assert "Metric direction: error_rate: lower is better, from the metric name" in md
+    assert "rises 0.0305 above qat.export.pt (lower is better), beyond tolerance" in md
     zh = render(triage_dict(_case(stages), lang="zh"), "md")
     assert "指标方向：error_rate 越低越好（由指标名判断）" in zh
+    assert "相对 qat.export.pt 升高 0.0305（越低越好），超过容差" in zh and "下降" not in zh.split(
+        "| 阶段 |")[1].split("## ")[0]
 
 
 # --- §5 calibration is a side step -----------------------------------------------------
