@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from qcdoctor.engine.fact_types import PACKAGES, USER_CHECKS
-from qcdoctor.engine.vocabulary import analysis_type
+from qcdoctor.engine.vocabulary import analysis_type, needs_two_runs, torch_vs_bc
 
 from .case_file import Case
 from .deploy_facts import collect_deploy
@@ -18,7 +18,6 @@ from .stages import derive_stage_facts
 from .versions import version_fact
 
 SUFFICIENT_EVIDENCE = ("dataset_eval", "reproducible_badcase", "multi_frame_visual")
-TORCH_STAGES = ("float", "calib", "qat", "qat_export")
 
 
 def case_fact(case: Case) -> dict:
@@ -78,14 +77,37 @@ def user_check_facts(case: Case) -> list[dict]:
     return facts
 
 
+# knowledge.md §7: OE 3.5.0 numbered the levels 0-4. Old 2 is new 1, old 4 new 2; old 1
+# and 3 were dropped and count as the new level just below them ("a level between").
+OLD_LEVELS = {0: 0, 1: 0, 2: 1, 3: 1, 4: 2}
+OLD_BETWEEN = (1, 3)
+
+
+def consistency_numbering(case: Case) -> str:
+    """``old`` when the case says so or uses a level (3, 4) only the old numbering has."""
+    values = set(case.get("consistency_levels_tried", []))
+    if case.get("consistency_level") is not None:
+        values.add(case.get("consistency_level"))
+    if case.get("consistency_numbering") == "old" or values & {3, 4}:
+        return "old"
+    return "new"
+
+
 def consistency_fact(case: Case) -> dict:
     current = case.get("consistency_level")
-    tried = set(case.get("consistency_levels_tried", []))
+    given = list(case.get("consistency_levels_tried", []))
     if current is not None:
-        tried.add(current)
+        given.append(current)
+    numbering = consistency_numbering(case)
+    old = numbering == "old"
+    tried = {OLD_LEVELS[v] for v in given} if old else set(given)
+    if current is not None and old:
+        current = OLD_LEVELS[current]
     return {"type": "consistency_history", "current": -1 if current is None else current,
             "highest_tried": max(tried, default=-1), "tried_0": 0 in tried, "tried_1": 1 in tried,
-            "tried_2": 2 in tried, "any": bool(tried),
+            "tried_2": 2 in tried, "any": bool(tried), "numbering": numbering,
+            "old_levels": ", ".join(str(v) for v in sorted(set(given))) if old else "",
+            "between": old and any(v in OLD_BETWEEN for v in given),
             "source": case.source("consistency_levels_tried")}
 
 
@@ -98,8 +120,11 @@ def analysis_facts(case: Case) -> list[dict]:
                       "sensitivity": run.get("sensitivity", False),
                       "separate_runs": run.get("separate_runs", False),
                       "out_dir": run.get("out_dir", ""),
-                      "mixes_torch_and_bc": (run["baseline"] in TORCH_STAGES)
-                      != (run["analysis"] in TORCH_STAGES),
+                      "mixes_torch_and_bc": torch_vs_bc(run["baseline"], run["analysis"]),
+                      "needs_two_runs": needs_two_runs(
+                          run["baseline"], run["analysis"],
+                          case.get("input_format_differs", False),
+                          case.get("has_task_input", False)),
                       "source": case.source(f"analyses_run[{i}].baseline")})
         runs, sens = summary.get(kind, (0, False))
         summary[kind] = (runs + 1, sens or run.get("sensitivity", False))
@@ -116,9 +141,12 @@ def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,
     environ = os.environ if environ is None else environ
     board = detect_march(case.folder, cwd, environ)     # the board's own march, if known
     platform = platform_facts(case, board)
-    return (derive_stage_facts(case) + [case_fact(case)] + evidence_facts(case)
+    # dumps of the same input stand in for missing stage results (knowledge.md §5 rev 2)
+    dumps = collect_dumps(case, trust_pickles, progress)
+    dump_pairs = [f for f in dumps if f["type"] == "dump_pair"]
+    return (derive_stage_facts(case, dump_pairs) + [case_fact(case)] + evidence_facts(case)
             + platform + version_facts(case, installed)
             + user_check_facts(case) + [consistency_fact(case)] + analysis_facts(case)
             + collect_quant_analysis(case, trust_pickles)
             + collect_deploy(case, platform[0], board)
-            + collect_dumps(case, trust_pickles, progress))
+            + dumps)

@@ -51,9 +51,11 @@ CASE_SCHEMA = Mapping({
     "tolerance": Mapping({"abs": Number(minimum=0), "rel": Number(minimum=0)}, one_of=True),
     "higher_is_better": Flag(),
     "retrain": TRISTATE,
-    "consistency_level": Number(integer=True, minimum=0, maximum=2),
-    "consistency_levels_tried": ListOf(Number(integer=True, minimum=0, maximum=2),
+    # 0-2; 3 and 4 exist only in the old (OE 3.5.0) numbering and imply it
+    "consistency_level": Number(integer=True, minimum=0, maximum=4),
+    "consistency_levels_tried": ListOf(Number(integer=True, minimum=0, maximum=4),
                                        scalar_ok=True),
+    "consistency_numbering": Choice(("new", "old")),
     "fake_quant_state": Choice(("validation", "float", "unknown")),
     "input_format_differs": Flag(),
     "has_task_input": Flag(),
@@ -148,6 +150,7 @@ def _check_consistency(case: Case, shown: str) -> None:
                             line=case.lines.get("platform.march"), key="platform",
                             fix=f"{march} is {'/'.join(sorted(_MARCH_CHIPS[march]))}; "
                                 "correct one of the two or drop the one you are unsure of")
+    _check_numbering(case, shown)
     for i, run in enumerate(case.get("analyses_run", [])):
         for need in ("baseline", "analysis"):
             if need not in run:
@@ -156,3 +159,19 @@ def _check_consistency(case: Case, shown: str) -> None:
                                     key=f"analyses_run[{i}]",
                                     fix="name the two stages compared, e.g. "
                                         "{type: convert, baseline: qat_bc, analysis: quantized_bc}")
+
+
+def _check_numbering(case: Case, shown: str) -> None:
+    """Levels 3 and 4 exist only in the old numbering: refuse them where the case says new."""
+    if case.get("consistency_numbering") != "new":
+        return
+    for key in ("consistency_level", "consistency_levels_tried"):
+        value = case.get(key)
+        values = value if isinstance(value, list) else [value]
+        high = [v for v in values if v is not None and v > 2]
+        if high:
+            raise QcdoctorError(f"level {high[0]} exists only in the old numbering (0-4), but "
+                                "consistency_numbering is new (0-2)", file=shown,
+                                line=case.lines.get(key), key=key,
+                                fix="write the level in the new numbering (old 4 = new 2, old 2 = "
+                                    "new 1) or set consistency_numbering: old")

@@ -1,8 +1,12 @@
-"""Version strings: parsing and the strategy prerequisites of knowledge.md §7."""
+"""Version strings: parsing and the strategy prerequisites of knowledge.md §7.
+
+Versions compare as PEP 440 (``packaging.version``): ``4.4.2rc1`` is below ``4.4.2``,
+``4.4.2.post1`` above it (knowledge.md §7 rev 2).
+"""
 
 from __future__ import annotations
 
-import re
+from packaging.version import InvalidVersion, Version
 
 # package -> (minimum, how binding it is)
 REQUIREMENTS = {"hbdk4-compiler": ("4.4.2", "hard"),
@@ -10,18 +14,18 @@ REQUIREMENTS = {"hbdk4-compiler": ("4.4.2", "hard"),
                 "horizon-plugin-profiler": ("", "none")}
 
 
-def version_tuple(text: str) -> tuple[int, ...] | None:
-    """Leading numeric release of a version (``4.4.2.post1`` -> (4, 4, 2))."""
-    m = re.match(r"^\s*v?(\d+(?:\.\d+)*)", text or "")
-    return tuple(int(p) for p in m.group(1).split(".")) if m else None
+def parse_version(text: str) -> Version | None:
+    try:
+        return Version((text or "").strip())
+    except InvalidVersion:
+        return None
 
 
 def at_least(text: str, minimum: str) -> bool | None:
-    have, need = version_tuple(text), version_tuple(minimum)
+    have, need = parse_version(text), parse_version(minimum)
     if have is None or need is None:
         return None
-    width = max(len(have), len(need))
-    return have + (0,) * (width - len(have)) >= need + (0,) * (width - len(need))
+    return have >= need
 
 
 def version_fact(package: str, version: str | None, source: str) -> dict:

@@ -16,6 +16,7 @@ from .rulebook import Rule, checklist_items, load_rules
 from .runner import Hit, RuleRunner, canonical, engine_fact
 from .snippets import render_snippet
 from .text import render
+from .vocabulary import COST_CLASSES, is_deployment_problem
 
 REPORT_SCHEMA = "qcdoctor/report-v1"
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -93,7 +94,6 @@ def _fill(value, bindings):
     return value
 
 
-DEPLOY_STAGES = ("compile", "user_side", "nv12_insertion", "qdq_removal")
 
 
 def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: dict,
@@ -174,7 +174,9 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
                 path = _present(item.get("patterns", []), files)
                 report["artifacts"]["keep"].append({"name": item["name"], "present": bool(path),
                                                     "path": path})
-    if full_checklist or stage in DEPLOY_STAGES:
+    # the smallest verifiable action first: by cost class, then (stable) by rule priority
+    report["next_actions"].sort(key=lambda a: COST_CLASSES.index(a["cost"]))
+    if full_checklist or is_deployment_problem(stage, report["conclusion"]["suspect"], facts):
         report["checklist"] = checklist_section(judged, lang)
     if any(f["type"] == "qa_folder" for f in facts):
         from qcdoctor.collectors.thresholds import DEFAULT
@@ -205,7 +207,7 @@ def _evidence(bindings: dict, bound: list[dict]) -> dict:
 
 
 def _action(rule: Rule, action: dict, message: str, case_context: dict) -> dict:
-    out = {"id": action["id"], "kind": action["kind"]}
+    out = {"id": action["id"], "kind": action["kind"], "cost": action["cost"]}
     for key in ("analysis_model_type", "baseline", "analysis", "stage_to_evaluate"):
         if action.get(key):
             out[key] = action[key]

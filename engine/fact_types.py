@@ -91,12 +91,18 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     # summary of the stage table; first_abnormal / last_normal are "" when none
     "stage_summary": {"known": _i(0), "normal": _i(0), "abnormal": _i(0),
                       "first_abnormal": _s(default=""), "last_normal": _s(default=""),
-                      "reference_missing": _b()},
+                      "reference_missing": _b(), "board": _s(*STATUSES),
+                      # knowledge.md §5 rev 2: what to evaluate when nothing is abnormal yet
+                      "next_unknown": _s(*STAGES, "", default="")},
     # the drop: last normal stage L -> first abnormal stage A
     "transition": {"from": _s(*STAGES), "to": _s(*STAGES), "gap": _i(0),
                    "skipped": _s(*STAGES, "", default=""),
                    "bisect": _s(*STAGES, "", default="")},
     "non_monotonic": {"abnormal": _s(*STAGES), "normal": _s(*STAGES)},
+    # from qat on, a stage better than the evaluated stage before it beyond the tolerance
+    "stage_rise": {"before": _s(*STAGES), "after": _s(*STAGES), "gain": _f(), "limit": _f()},
+    # calib abnormal while qat is normal: QAT recovered the calibration loss
+    "calib_recovered": {},
     "evidence_summary": {"given": _b(), "sufficient": _b(), "single_frame_only": _b()},
     "evidence": {"kind": _s(*EVIDENCE_KINDS)},
     "case": {"symptom_given": _b(), "badcase": _s("available", "dataset_only", "none", "unknown"),
@@ -110,11 +116,16 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                 "minimum": _s(default=""), "meets": _s(*TRISTATE)},
     "user_check": {"check": _s(*USER_CHECKS), "value": _s(*TRISTATE)},
     "user_checks_summary": {"any_failed": _b(), "all_confirmed": _b()},
+    # levels in the current numbering; old 1 and 3 count as the level below them
     "consistency_history": {"current": _i(), "highest_tried": _i(), "tried_0": _b(),
-                            "tried_1": _b(), "tried_2": _b(), "any": _b()},
+                            "tried_1": _b(), "tried_2": _b(), "any": _b(),
+                            "numbering": _s("new", "old", default="new"),
+                            "old_levels": _s(default=""), "between": _b()},
     "analysis_run": {"analysis_model_type": _s(*ANALYSIS_TYPES), "baseline": _s(*STAGES),
                      "analysis": _s(*STAGES), "sensitivity": _b(), "separate_runs": _b(),
-                     "out_dir": _s(default=""), "mixes_torch_and_bc": _b()},
+                     "out_dir": _s(default=""), "mixes_torch_and_bc": _b(),
+                     # torch vs bc with differing input formats or a task list: two runs
+                     "needs_two_runs": _b()},
     "analysis_summary": {"analysis_model_type": _s(*ANALYSIS_TYPES), "runs": _i(0),
                          "with_sensitivity": _b()},
     # --- QuantAnalysis outputs (collectors/quant_analysis.py); "analysis" is the folder
@@ -191,7 +202,8 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
 
 GATE_TYPE = "$gate"
 # carried with a fact for the report, never sent to the engine
-PROVENANCE_KEYS = ("source", "note", "basis", "basis_drop", "basis_limit")
+PROVENANCE_KEYS = ("source", "note", "basis", "basis_drop", "basis_limit", "basis_decimals",
+                   "direction", "direction_from")
 
 
 _SHADOWED = {k for schema in FACT_TYPES.values() for k in schema} & set(PROVENANCE_KEYS)

@@ -11,7 +11,7 @@ import yaml
 
 from .fact_types import STAGES
 from .templating import new_environment, render_template
-from .vocabulary import CONCLUSION_LABELS, STAGE_LABELS
+from .vocabulary import CONCLUSION_LABELS, STAGE_LABELS, is_deployment_problem
 
 FORMATS = ("md", "html", "json")
 
@@ -74,7 +74,8 @@ def view_model(report: dict) -> dict:
     fixes = f"{L['levels_tried']}: {', '.join(tried)}" if tried else L["no_fixes"]
     stage = report["conclusion"]["stage"]
     folders = _qa_folders(report, L)
-    qa = (L["qa_not_applicable"] if stage in ("compile", "user_side") else
+    qa = (L["qa_not_applicable"] if is_deployment_problem(stage, report["conclusion"]["suspect"],
+                                                   report["facts"]) else
           ("" if folders else L["qa_none"]))
     sources = {}
     for t in report["trace"]:
@@ -87,6 +88,7 @@ def view_model(report: dict) -> dict:
         "normal": [STAGE_LABELS[s] for s in STAGES if stages.get(s, {}).get("status") == "normal"],
         "abnormal": [STAGE_LABELS[s] for s in STAGES if stages.get(s, {}).get("status") == "abnormal"],
         "stage_rows": rows,
+        "directions": _directions(stages, L),
         "platform_text": f"{plat}; {'; '.join(versions)}",
         "badcase": case.get("badcase", "unknown"),
         "evidence_kinds": ", ".join(kinds) or L["not_given"],
@@ -129,11 +131,29 @@ def _basis(stage_fact: dict, L: dict) -> str:
     basis = stage_fact.get("basis")
     if not basis:
         return L["basis"]["given"] if stage_fact["status"] != "unknown" else ""
+    loss = stage_fact.get("basis_drop", 0)
     if basis == "compared":
-        basis += "_abnormal" if stage_fact["status"] == "abnormal" else "_normal"
+        # a loss below zero is an improvement, written as one (never "drop -0.001")
+        basis += "_improved" if loss < 0 else \
+            ("_abnormal" if stage_fact["status"] == "abnormal" else "_normal")
+        # a lower-is-better metric rises when it gets worse: say so, not "drop"
+        basis += "_lower" if stage_fact.get("direction") == "lower" else ""
+    decimals = stage_fact.get("basis_decimals")
+    shown = (lambda v: f"{v:.{decimals}f}") if decimals is not None else (lambda v: f"{v:.4g}")
     return L["basis"][basis].format(ref=STAGE_LABELS.get(stage_fact["reference"], ""),
-                                    drop=f"{stage_fact.get('basis_drop', 0):.4g}",
+                                    drop=shown(loss), gain=shown(-loss),
                                     limit=f"{stage_fact.get('basis_limit', 0):.4g}")
+
+
+def _directions(stages: dict, L: dict) -> list[str]:
+    """The metric direction used for each compared metric, and why (knowledge.md §5 rev 2)."""
+    seen = {}
+    for f in stages.values():
+        if f.get("direction"):
+            metric = f.get("metric") or (stages.get(f["reference"], {}).get("metric")) or "-"
+            seen.setdefault((metric, f["direction"], f["direction_from"]), None)
+    return [L["direction"].format(metric=m, way=L["direction_way"][d], why=L["direction_why"][w])
+            for m, d, w in seen]
 
 
 def _consistency_line(report: dict, L: dict) -> str:

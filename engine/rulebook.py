@@ -14,7 +14,7 @@ from . import rule_cache
 from .errors import RuleError
 from .fact_types import CHECKLIST_ITEMS, CHECKLIST_STATUSES, CONCLUSION_STAGES, STAGES
 from .patterns import Pattern, parse_when
-from .vocabulary import ACTION_KINDS, GROUPS, MISSING_IDS, PITFALL_IDS, SEVERITIES
+from .vocabulary import ACTION_KINDS, COST_CLASSES, GROUPS, MISSING_IDS, PITFALL_IDS, SEVERITIES
 
 # libyaml's loader where PyYAML was built with it (5-7x faster), else the pure-Python one
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -87,6 +87,11 @@ def _check_then(then, where: str) -> dict:
         if not isinstance(a, dict) or a.get("kind") not in ACTION_KINDS or not a.get("id"):
             raise RuleError(f"next_action needs id and kind ({', '.join(ACTION_KINDS)})",
                             file=where, key="then.next_action")
+        if a.get("cost") not in COST_CLASSES:
+            raise RuleError(f"next_action needs a cost class ({', '.join(COST_CLASSES)})",
+                            file=where, key="then.next_action.cost",
+                            fix="verify: evaluate / confirm / check; analyse: no retraining; "
+                                "retrain: needs QAT again")
         for key in ("baseline", "analysis", "stage_to_evaluate"):
             value = a.get(key)
             if value is not None and value not in STAGES and "{" not in str(value):

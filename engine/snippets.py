@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from .templating import render_template
-from .vocabulary import OLD_ANALYSIS_NAMES, STAGE_LABELS, STAGE_VARIABLES
+from .vocabulary import OLD_ANALYSIS_NAMES, STAGE_LABELS, STAGE_VARIABLES, needs_two_runs
 
 # profiler releases before the rename call the types by these names
 OLD_ANALYSIS_TYPE = {new: old for old, new in OLD_ANALYSIS_NAMES.items()}
 
 
+def two_runs(baseline: str | None, analysis: str | None, case_context: dict) -> bool:
+    return needs_two_runs(baseline, analysis, case_context.get("input_format_differs", False),
+                          case_context.get("has_task_input", False))
+
+
 def snippet_context(action: dict, case_context: dict) -> dict:
     baseline, analysis = action.get("baseline"), action.get("analysis")
     kind = action.get("analysis_model_type", "")
+    out_dir = _out_dir(action.get("out_dir") or case_context.get("out_dirs", {}).get(kind)
+                       or f"qa_{kind or 'analysis'}")
     return {
         **case_context,
         "action": action,
@@ -22,12 +29,17 @@ def snippet_context(action: dict, case_context: dict) -> dict:
         "analysis_label": STAGE_LABELS.get(analysis, analysis),
         "analysis_model_type": kind,
         "old_analysis_type": OLD_ANALYSIS_TYPE.get(kind, kind),
-        "out_dir": _out_dir(action.get("out_dir") or case_context.get("out_dirs", {}).get(kind)
-                            or f"qa_{kind or 'analysis'}"),
+        "out_dir": out_dir,
+        "two_runs": two_runs(baseline, analysis, case_context),
+        # convert: the sensitivity run (qat.export.pt vs quantized.bc) has its own folder
+        "sens_out_dir": out_dir.rstrip("/") + "_sens",
+        "sens_two_runs": two_runs("qat_export", "quantized_bc", case_context),
         "stage": action.get("stage_to_evaluate"),
         "stage_label": STAGE_LABELS.get(action.get("stage_to_evaluate"), ""),
         "stage_var": STAGE_VARIABLES.get(action.get("stage_to_evaluate"), "model"),
         "level": action.get("level"),
+        "old_level": action.get("old_level"),
+        "plugin_numbering": case_context.get("plugin_numbering", "unknown"),
         "layer": action.get("layer", ""),
         "lut_ops": [op for op in str(action.get("ops", "")).split(",") if op],
         "limit": _number(action.get("limit")),

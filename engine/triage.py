@@ -15,7 +15,11 @@ from .runner import EngineFailure, RuleRunner
 def case_context(case: Case, facts: list[dict]) -> dict:
     """What generated code needs from the case."""
     platform = next((f for f in facts if f["type"] == "platform"), {})
+    plugin = next((f for f in facts if f["type"] == "version"
+                   and f["package"] == "horizon-plugin-pytorch"), {})
     return {"march": platform.get("march", "unknown"),
+            # the level numbering of the user's plugin: 0-4 before 3.1.2, 0-2 from it
+            "plugin_numbering": {"yes": "new", "no": "old"}.get(plugin.get("meets"), "unknown"),
             "input_format_differs": case.get("input_format_differs", False),
             "has_task_input": case.get("has_task_input", False),
             "badcase": case.get("badcase", "unknown"),

@@ -6,6 +6,10 @@ MISSING_IDS = ("symptom", "stage_results", "badcase", "platform", "versions",
                "deploy_adaptation")
 ACTION_KINDS = ("evaluate_stage", "quant_analysis", "lut_bisect", "bc_editor", "checklist",
                 "hb_verifier", "user_side_checks", "consistency_strategy", "provide_info")
+# knowledge.md §6 rev 2: next actions rank by cost class first, then by rule priority:
+# verify (evaluate a stage, confirm evidence, step-0 checks, fix a checklist item),
+# analyse (QuantAnalysis, bc_editor, hb_verifier, LUT bisection, level 0), retrain.
+COST_CLASSES = ("verify", "analyse", "retrain")
 PITFALL_IDS = ("single_frame_evidence", "unverified_quantized_bc", "skipped_qat_export",
                "fake_quant_state", "input_format_mismatch", "worst_layer_as_root",
                "level2_first", "strategy_for_lut", "no_sensitivity",
@@ -24,6 +28,39 @@ def analysis_type(declared: str | None, analysis_stage: str) -> str:
         return OLD_ANALYSIS_NAMES.get(declared, declared)
     return {"quantized_bc": "convert", "qat_bc": "export", "qat_export": "pre_export"}.get(
         analysis_stage, "fake_quant")
+
+
+DEPLOY_STAGES = ("compile", "nv12_insertion", "qdq_removal")
+# where a user_side conclusion is a deployment problem: the drop shows on the hbm or board
+DEPLOY_SHOWN_AT = ("nv12_bc", "qdq_removed_bc", "hbm_x86", "board")
+
+
+def is_deployment_problem(stage: str, suspect: str, facts: list[dict]) -> bool:
+    """knowledge.md §6 rev 2: the deployment checklist belongs to deployment problems only.
+
+    A user_side conclusion found by the step-0 facts at an earlier stage (march differs at
+    convert) or an export-state problem (_FLOAT at export) is not one.
+    """
+    if stage in DEPLOY_STAGES:
+        return True
+    summary = next((f for f in facts if f["type"] == "stage_summary"), {})
+    return stage == "user_side" and suspect != "export_state" and \
+        summary.get("first_abnormal") in DEPLOY_SHOWN_AT
+
+
+# stages that are torch models; the others are bc / hbm (fixed inputs, no task list)
+TORCH_STAGES = ("float", "calib", "qat", "qat_export")
+
+
+def torch_vs_bc(baseline: str, analysis: str) -> bool:
+    return (baseline in TORCH_STAGES) != (analysis in TORCH_STAGES)
+
+
+def needs_two_runs(baseline: str, analysis: str, input_format_differs: bool,
+                   has_task_input: bool) -> bool:
+    """knowledge.md §6 rev 2: torch vs bc with differing input formats or a task list
+    runs each side on its own; bc vs bc (qat.bc vs quantized.bc) takes one run."""
+    return torch_vs_bc(baseline, analysis) and bool(input_format_differs or has_task_input)
 
 
 GROUPS = {"gate": "GT", "stage": "ST", "analysis": "AN", "consistency": "CS",

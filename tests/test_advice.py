@@ -72,8 +72,13 @@ def test_no_strategy_on_j6p():
 def test_quant_analysis_code_follows_input_handling():
     split = triage_dict(_with(input_format_differs=True, has_task_input=True))
     code = next(a for a in split["next_actions"] if a["kind"] == "quant_analysis")["code"]
-    assert "run(run_baseline_model=True, run_analysis_model=False)" in code
-    assert code.index("set_bad_case(pt_badcase)") < code.index("set_bad_case(bc_badcase)")
+    # qat.bc vs quantized.bc is bc vs bc: one run; the torch-vs-bc sensitivity run is split
+    first, sens = code.split("qa_sens = QuantAnalysis(")
+    assert "run_baseline_model" not in first and "qa.run()" in first
+    assert sens.index("set_bad_case(pt_badcase)") < \
+        sens.index("run(run_baseline_model=True, run_analysis_model=False)") < \
+        sens.index("set_bad_case(badcase)") < \
+        sens.index("run(run_baseline_model=False, run_analysis_model=True)")
     plain = triage_dict(_with(badcase="dataset_only"))
     code = next(a for a in plain["next_actions"] if a["kind"] == "quant_analysis")["code"]
     assert code.index("auto_find_bad_case(dataloader)") < code.index("qa.run()")

@@ -40,7 +40,7 @@ def test_good_case_reads_values_and_lines():
     (GOOD + "tolerance: {abs: 0.01, rel: 0.01}\n", 7, "tolerance", "only one"),
     (GOOD + "evidence: [dataset]\n", 7, "evidence[0]", "did you mean 'dataset_eval'"),
     (GOOD + "higher_is_better: unknown\n", 7, "higher_is_better", "true or false"),
-    (GOOD + "consistency_level: 4\n", 7, "consistency_level", "maximum 2"),
+    (GOOD + "consistency_level: 5\n", 7, "consistency_level", "maximum 4"),
     (GOOD + "stages_extra: 1\n", 7, "stages_extra", "unknown key"),
     (GOOD.replace("value: 0.452", "value: .nan"), 4, "stages.qat.value", "not a finite number"),
     (GOOD + "platform: {chip: J6P, march: nash-e}\n", 7, "platform", "does not run"),

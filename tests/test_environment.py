@@ -6,7 +6,7 @@ from pathlib import Path
 
 from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.collectors.environment import detect_march, read_env_board
-from qcdoctor.collectors.versions import at_least, version_tuple
+from qcdoctor.collectors.versions import at_least, parse_version
 
 from .conftest import case_from
 
@@ -80,7 +80,10 @@ def test_nothing_known_is_unknown(tmp_path):
 
 
 def test_version_comparison():
-    assert version_tuple("4.4.2.post1") == (4, 4, 2)
+    assert parse_version("4.4.2.post1").release == (4, 4, 2)
+    # PEP 440: a release candidate is below its release, a post release above it
+    assert not at_least("4.4.2rc1", "4.4.2") and at_least("4.4.2.post1", "4.4.2")
+    assert not at_least("4.4.2.dev3", "4.4.2") and at_least("4.4.3rc1", "4.4.2")
     assert at_least("4.10", "4.4.2") and at_least("4.4.2", "4.4.2")
     assert not at_least("4.4.1", "4.4.2") and not at_least("3.0.9", "3.1.2")
     assert at_least("dev", "4.4.2") is None

@@ -60,7 +60,8 @@ def test_convert_case_on_j6e_in_a_real_terminal(tmp_path):
     answer_text(child, "horizon-plugin-profiler version?", "")
     answer_menu(child, "Can you retrain (QAT)?", DOWN + ENTER)                 # no
     child.expect_exact("Conclusion: convert")
-    child.expect_exact("Next step: Without retraining only level 0 works")
+    # the smallest verifiable action comes first: step-0 checks before level 0
+    child.expect_exact("Next step: User-side consistency is not fully confirmed")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0

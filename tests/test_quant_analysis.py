@@ -38,7 +38,8 @@ EXPECT = {
     "gradual": ("decoder.layer1.linear", "gradual", "rounding", {"LY011", "LY020"}, {"LY010"}),
     "truncation": ("head.reciprocal", "cliff", "truncation", {"LY010", "LY030", "LY054", "LY041"}, {"LY031"}),
     "rounding": ("head.bbox.conv", "cliff", "rounding", {"LY010", "LY031"}, {"LY030"}),
-    "lut": ("neck.fuse.relu", "cliff", "rounding", {"LY040"}, set()),
+    # a convert case: the LUTs are fixed-pointed already, so no quantized_forward bisection
+    "lut": ("neck.fuse.relu", "cliff", "rounding", {"LY045"}, {"LY040"}),
     "flat": ("decoder.layer1.linear", "gradual", "rounding", {"LY011", "LY042"}, {"LY041"}),
     "broken_run": ("neck.fuse.relu", "cliff", "rounding", {"LY043", "LY060"}, set()),
 }
@@ -88,7 +89,13 @@ def test_next_actions_name_the_real_ops(tmp_path):
     report = triage(build("truncation", tmp_path))
     fixed = next(a for a in report["next_actions"] if a["id"] == "fixed_scale:head.reciprocal")
     assert '"head.reciprocal"' in fixed["code"] and "abs_max = 130" in fixed["code"]
-    lut = triage(build("lut", tmp_path / "b"))
+    lut_case = build("lut", tmp_path / "b")
+    assert not any(a["kind"] == "lut_bisect" for a in triage(lut_case)["next_actions"])
+    # the same sensitive LUT ops at pre_export: bisect them by name
+    case_yaml(lut_case, stages={"qat": {"status": "normal"}, "qat_export": {"status": "abnormal"}},
+              analyses_run=[{"type": "pre_export", "baseline": "qat", "analysis": "qat_export",
+                             "out_dir": "qa_convert", "sensitivity": True}])
+    lut = triage(lut_case)
     bisect = next(a for a in lut["next_actions"] if a["kind"] == "lut_bisect"
                   and a["id"].startswith("lut_bisect:"))
     assert '"attn.rsqrt",' in bisect["code"] and '"pos.exp",' in bisect["code"]

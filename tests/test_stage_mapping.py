@@ -34,9 +34,11 @@ ROWS = [
     (dict(quantized_bc=N, board=A), "compile", "compile_or_board_not_split"),
     (dict(qat=N, board=A), "undetermined", "wide_gap"),
     (dict(qat_bc=N, hbm_x86=A), "undetermined", "wide_gap"),
-    (dict(qat=N, qat_bc=N, quantized_bc=N), "none", ""),
+    (dict(qat=N, qat_bc=N, quantized_bc=N, board=N), "none", ""),
+    # rev 2: "none" needs the board; normal early stages leave the problem's stage open
+    (dict(qat=N, qat_bc=N, quantized_bc=N), "undetermined", "abnormal_stage_not_evaluated"),
     ({}, "undetermined", "no_stage_results"),
-    (dict(qat=N), "undetermined", "no_stage_results"),
+    (dict(qat=N), "undetermined", "abnormal_stage_not_evaluated"),
     (dict(quantized_bc=A), "undetermined", "no_reference_stage"),
     (dict(qat=N, qat_bc=A, quantized_bc=N), "undetermined", "evaluation_inconsistent"),
 ]
