@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 from .templating import render_template
 from .vocabulary import OLD_ANALYSIS_NAMES, STAGE_LABELS, STAGE_VARIABLES
 
 # profiler releases before the rename call the types by these names
 OLD_ANALYSIS_TYPE = {new: old for old, new in OLD_ANALYSIS_NAMES.items()}
+
+
+def in_quotes(value) -> str:
+    """Text from a case or its files (layer names, folders) escaped for a "..." literal.
+
+    Templates write user values inside double quotes; escaped here, a quote, backslash or
+    newline in a layer name cannot break the generated code.
+    """
+    return json.dumps(str(value), ensure_ascii=False)[1:-1]
 
 
 def snippet_context(action: dict, case_context: dict) -> dict:
@@ -22,14 +33,15 @@ def snippet_context(action: dict, case_context: dict) -> dict:
         "analysis_label": STAGE_LABELS.get(analysis, analysis),
         "analysis_model_type": kind,
         "old_analysis_type": OLD_ANALYSIS_TYPE.get(kind, kind),
-        "out_dir": _out_dir(action.get("out_dir") or case_context.get("out_dirs", {}).get(kind)
-                            or f"qa_{kind or 'analysis'}"),
+        "out_dir": in_quotes(_out_dir(action.get("out_dir")
+                                      or case_context.get("out_dirs", {}).get(kind)
+                                      or f"qa_{kind or 'analysis'}")),
         "stage": action.get("stage_to_evaluate"),
         "stage_label": STAGE_LABELS.get(action.get("stage_to_evaluate"), ""),
         "stage_var": STAGE_VARIABLES.get(action.get("stage_to_evaluate"), "model"),
         "level": action.get("level"),
-        "layer": action.get("layer", ""),
-        "lut_ops": [op for op in str(action.get("ops", "")).split(",") if op],
+        "layer": in_quotes(action.get("layer", "")),
+        "lut_ops": [in_quotes(op) for op in str(action.get("ops", "")).split(",") if op],
         "limit": _number(action.get("limit")),
     }
 

@@ -87,14 +87,15 @@ def test_every_layout_and_format_reads_the_same(tmp_path, layout, fmt):
 def test_next_actions_name_the_real_ops(tmp_path):
     report = triage(build("truncation", tmp_path))
     fixed = next(a for a in report["next_actions"] if a["id"] == "fixed_scale:head.reciprocal")
-    assert '"head.reciprocal"' in fixed["code"] and "abs_max = 130" in fixed["code"]
+    assert '"head.reciprocal": {"threshold": threshold}' in fixed["code"]
+    assert "threshold = 130 " in fixed["code"]          # the baseline |max| of the layer
     lut = triage(build("lut", tmp_path / "b"))
     bisect = next(a for a in lut["next_actions"] if a["kind"] == "lut_bisect"
                   and a["id"].startswith("lut_bisect:"))
     assert '"attn.rsqrt",' in bisect["code"] and '"pos.exp",' in bisect["code"]
     rounding = triage(build("rounding", tmp_path / "c"))
     q16 = next(a for a in rounding["next_actions"] if a["id"] == "qint16:head.bbox.conv")
-    assert 'get_qconfig(out_dtype=qint16)' in q16["code"]
+    assert '"head.bbox.conv": qint16' in q16["code"] and "reference_qconfig=get_qconfig()" in q16["code"]
 
 
 def test_report_sections_show_the_qa_summary(tmp_path):
