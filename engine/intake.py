@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from qcdoctor.collectors.case_file import parse_case
+from qcdoctor.collectors.environment import THIS_MACHINE
 
 from .case_document import CaseDocument
 from .errors import QcdoctorError
@@ -126,7 +127,8 @@ class Intake:
             self.prompter.say(f"  - {detail}  [{fact['source']}]")
 
     def adopt(self, report: dict) -> None:
-        """Write what was collected automatically, with where it came from."""
+        """Write what was collected automatically, with where it came from, so the case
+        folder is self-contained (knowledge.md §4 rev 2); case.yaml values are kept."""
         changed = False
         for fact in report["facts"]:
             source = fact.get("source", "")
@@ -134,7 +136,7 @@ class Intake:
                     and not source.startswith("case.yaml"):
                 self.doc.set("platform.march", fact["march"], comment=f"from {source}")
                 changed = True
-            if fact["type"] == "version" and fact["known"] and source.startswith("installed") \
+            if fact["type"] == "version" and fact["known"] and source.startswith(THIS_MACHINE) \
                     and not self.doc.has(f"versions.{fact['package']}"):
                 self.doc.set(f"versions.{fact['package']}", fact["version"], comment=source)
                 changed = True

@@ -27,9 +27,9 @@ def case_context(case: Case, facts: list[dict]) -> dict:
 def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | None = None,
                 environ=None, cwd: Path | None = None, installed: dict | None = None,
                 display_path: str | None = None, trust_pickles: bool = False,
-                full_checklist: bool = False, progress=None) -> dict:
+                full_checklist: bool = False, progress=None, use_env: bool = True) -> dict:
     facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
-                          trust_pickles=trust_pickles, progress=progress)
+                          trust_pickles=trust_pickles, progress=progress, use_env=use_env)
     hits = run_rules(facts, runner)
     lang = lang or case.get("language", "zh")
     info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
