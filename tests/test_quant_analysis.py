@@ -105,7 +105,7 @@ def test_report_sections_show_the_qa_summary(tmp_path):
     md = render(report, "md")
     key = md[md.index("## 关键发现"):md.index("## 下一步建议")]
     assert "误差起点 `head.reciprocal`" in key and "误差来源：截断" in key
-    assert "qa_convert/compare_per_layer_out.txt row 4" in key and "判定阈值" in key
+    assert "qa_convert/compare_per_layer_out.txt 数据第 4 行" in key and "判定阈值" in key
     assert report["thresholds"]["cosine_good"] == 0.999
     compile_case = tmp_path / "compile"
     case_yaml(compile_case, stages={"quantized_bc": {"status": "normal"},
