@@ -206,7 +206,8 @@ def test_intake_writes_what_it_collected_into_the_case(tmp_path):
     case = load_case(folder)
     assert case.get("platform") == {"march": "nash-e"}
     assert case.get("versions") == {"hbdk4-compiler": "4.9.0"}
-    assert "this machine: environment variable BOARD_TYPE" in text      # where it came from
+    assert "# this machine: environment variable BOARD_TYPE" in text    # where it came from
+    assert "# this machine: installed package hbdk4-compiler" in text
     # the folder is now self-contained: without this machine it says the same
     again = triage_case(case, lang="en", environ={}, installed={}, cwd=folder, use_env=False)
     versions = {f["package"]: f["version"] for f in again["facts"] if f["type"] == "version"}
