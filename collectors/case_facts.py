@@ -27,6 +27,7 @@ def case_fact(case: Case) -> dict:
             "fake_quant_state": case.get("fake_quant_state", "unknown"),
             "input_format_differs": case.get("input_format_differs", False),
             "has_task_input": case.get("has_task_input", False),
+            "postprocess_in_model": case.get("postprocess_in_model", "unknown"),
             "deploy_given": any(k in deploy for k in ("train", "board", "nodes", "description",
                                                        "script")),
             "language": case.get("language", "zh"), "source": case.source("case")}
@@ -136,10 +137,15 @@ def analysis_facts(case: Case) -> list[dict]:
 
 def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,
                   installed: dict | None = None, trust_pickles: bool = False,
-                  progress=None) -> list[dict]:
-    """Every fact of a case; ``environ``/``installed`` are injectable for tests."""
+                  progress=None, use_env: bool = True) -> list[dict]:
+    """Every fact of a case; ``environ``/``installed`` are injectable for tests.
+
+    ``use_env=False`` (``--no-env``): nothing from this machine, only the case folder.
+    """
     environ = os.environ if environ is None else environ
-    board = detect_march(case.folder, cwd, environ)     # the board's own march, if known
+    if not use_env:
+        installed = {}
+    board = detect_march(case.folder, cwd, environ, use_env)   # the board's march, if known
     platform = platform_facts(case, board)
     # dumps of the same input stand in for missing stage results (knowledge.md §5 rev 2)
     dumps = collect_dumps(case, trust_pickles, progress)

@@ -59,6 +59,8 @@ CASE_SCHEMA = Mapping({
     "fake_quant_state": Choice(("validation", "float", "unknown")),
     "input_format_differs": Flag(),
     "has_task_input": Flag(),
+    # post-processing inside the model QuantAnalysis compared (knowledge.md §13 rev 2)
+    "postprocess_in_model": TRISTATE,
     "analyses_run": ListOf(Mapping({
         "type": Choice(ANALYSIS_TYPES), "baseline": Choice(STAGES),
         "analysis": Choice(STAGES), "out_dir": Text(), "sensitivity": Flag(),

@@ -1,6 +1,8 @@
 """Facts from the machine: installed Horizon packages, the board file, variables.
 
-The case file wins over all of these; each fact says where it came from.
+The case file wins over all of these; each fact says where it came from. What describes
+the machine qcdoctor runs on (not the case folder) has a source starting THIS_MACHINE:
+it is not necessarily the user's machine (knowledge.md §4 rev 2).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ BOARD_FILES = (".drobotics-s/.env.board", ".horizon/.env.board")
 BOARD_VARIABLES = ("HORIZON_BOARD_TYPE", "OE_BOARD_TYPE", "BOARD_TYPE")
 # keys of the first board in .env.board, most precise first
 _BOARD_KEYS = ("BPU_ARCH", "BOARD_TYPE")
+THIS_MACHINE = "this machine: "
 _LINE = re.compile(r"^\s*([A-Z][A-Z0-9_]*)\s*=\s*(.*?)\s*$")
 
 
@@ -24,7 +27,8 @@ def installed_versions() -> dict[str, tuple[str, str]]:
     found = {}
     for package in PACKAGES:
         try:
-            found[package] = (metadata.version(package), f"installed package {package}")
+            found[package] = (metadata.version(package),
+                              f"{THIS_MACHINE}installed package {package}")
         except metadata.PackageNotFoundError:
             continue
     return found
@@ -46,11 +50,11 @@ def read_env_board(path: Path) -> dict[str, tuple[str, int]]:
     return values
 
 
-def march_from_board_files(folders: list[Path]) -> tuple[str, str] | None:
+def march_from_board_files(folders: list[Path], case_folder: Path | None = None):
     """(march, source) from the first .env.board found, or None.
 
-    A file in the first folder (the case folder) is named relative to it, so reports
-    do not depend on where the case lies.
+    A file in the case folder is named relative to it, so reports do not depend on where
+    the case lies; one found elsewhere (the working directory) describes this machine.
     """
     for folder in folders:
         for rel in BOARD_FILES:
@@ -61,8 +65,9 @@ def march_from_board_files(folders: list[Path]) -> tuple[str, str] | None:
             for key in _BOARD_KEYS:
                 if key in values and values[key][0] in MARCHES:
                     value, line = values[key]
-                    shown = path.relative_to(folders[0]) if folder == folders[0] else path
-                    return value, f"{shown.as_posix()}:{line} ({key})"
+                    if folder == case_folder:
+                        return value, f"{Path(rel).as_posix()}:{line} ({key})"
+                    return value, f"{THIS_MACHINE}{path.as_posix()}:{line} ({key})"
     return None
 
 
@@ -70,14 +75,20 @@ def march_from_variables(environ=os.environ) -> tuple[str, str] | None:
     for name in BOARD_VARIABLES:
         value = environ.get(name, "").strip()
         if value in MARCHES:
-            return value, f"environment variable {name}"
+            return value, f"{THIS_MACHINE}environment variable {name}"
     return None
 
 
-def detect_march(case_folder: Path | None, cwd: Path | None = None, environ=os.environ):
-    """March from .env.board (case folder, then working directory), then variables."""
+def detect_march(case_folder: Path | None, cwd: Path | None = None, environ=os.environ,
+                 use_env: bool = True):
+    """March from .env.board (case folder, then working directory), then variables.
+
+    Without ``use_env`` (``--no-env``) only the case folder's own board file counts.
+    """
     folders = [case_folder] if case_folder is not None else []
+    if not use_env:
+        return march_from_board_files(folders, case_folder)
     cwd = cwd or Path.cwd()
     if case_folder is None or cwd.resolve() != case_folder.resolve():
         folders.append(cwd)
-    return march_from_board_files(folders) or march_from_variables(environ)
+    return march_from_board_files(folders, case_folder) or march_from_variables(environ)

@@ -15,6 +15,8 @@ from qcdoctor import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 FAIL_ON = ("info", "warning", "error", "never")
+_NO_ENV_HELP = ("ignore this machine (installed Horizon packages, board variables, a board "
+                "file in the working directory): for a case folder received from someone else")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--trust-pickles", action="store_true",
                    help="allow .pt files that need full unpickling (can run code: only for "
                         "files you trust)")
+    t.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
 
     i = sub.add_parser("intake", help="guided questions that build CASE/case.yaml")
     i.add_argument("case", nargs="?", default=".", help="case folder (default: here)")
@@ -54,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
                         "(a failed checklist item counts as error)")
     a.add_argument("--trust-pickles", action="store_true",
                    help="allow .pt dumps that need full unpickling")
+    a.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
 
     cmp = sub.add_parser("compare", help="compare two tensor dumps (files or folders of outputs)")
     cmp.add_argument("left", help="dump file or folder (.npy, .pt, .bin)")
@@ -72,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--format", choices=("md", "json"), default="md")
     c.add_argument("--trust-pickles", action="store_true",
                    help="allow .pt files that need full unpickling")
+    c.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
 
     r = sub.add_parser("rules", help="list the rules or explain one")
     rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
@@ -142,7 +147,7 @@ def _diagnose_and_emit(args, audit: bool) -> int:
                             fix=f"qcdoctor {args.command} CASE_FOLDER, or qcdoctor examples "
                                 "to list the examples")
     options = dict(lang=args.lang, trust_pickles=args.trust_pickles, full_checklist=audit,
-                   progress=Progress())
+                   progress=Progress(), use_env=not args.no_env)
     if args.example:
         from .examples import example_path
         with example_path(args.example) as path:
@@ -244,7 +249,8 @@ def _cmd_collect(args, parser) -> int:
     from qcdoctor.collectors.case_facts import collect_facts
     from qcdoctor.collectors.case_file import load_case
 
-    facts = collect_facts(load_case(args.case), trust_pickles=args.trust_pickles)
+    facts = collect_facts(load_case(args.case), trust_pickles=args.trust_pickles,
+                          use_env=not args.no_env)
     if args.format == "json":
         print(json.dumps(facts, ensure_ascii=False, indent=2))
         return EXIT_OK

@@ -49,14 +49,45 @@ def checklist_statuses(hits: list[Hit]) -> dict[str, str]:
         if "checklist" not in hit.rule.then:
             continue
         c = _fill(hit.rule.then["checklist"], hit.facts)
-        if STATUS_RANK[c["status"]] > STATUS_RANK.get(worst.get(c["item"]), -1):
-            worst[c["item"]] = c["status"]
+        worst[c["item"]] = _worse(worst.get(c["item"]), c["status"])
     return worst
 
 
+def _worse(a: str | None, b: str) -> str:
+    return b if a is None or STATUS_RANK[b] > STATUS_RANK[a] else a
+
+
+def rolled_up(own: dict[str, str]) -> dict[str, tuple[str, list[str]]]:
+    """Mandatory item -> (status, finer items that made it worse than its own judgement).
+
+    knowledge.md §10 rev 2: a finer check rolls up into its mandatory item, worst wins;
+    only judged finer checks count (an unjudged one says nothing), n/a never does.
+    """
+    items = checklist_items()
+    out = {}
+    for item, spec in items.items():
+        if not spec["mandatory"]:
+            continue
+        parts = [p for p, s in items.items() if s.get("part_of") == item
+                 and own.get(p) not in (None, "not_applicable")]
+        statuses = [own[p] for p in parts] + ([own[item]] if item in own else [])
+        if not statuses:
+            continue
+        status = max(statuses, key=STATUS_RANK.__getitem__)
+        worse = status != own.get(item)
+        out[item] = (status, [p for p in parts if own[p] == status] if worse else [])
+    return out
+
+
 def _checklist_facts(hits: list[Hit]) -> list[dict]:
-    return [{"type": "checklist", "item": item, "status": status, "source": "deploy rules"}
-            for item, status in sorted(checklist_statuses(hits).items())]
+    own = checklist_statuses(hits)
+    rolled = rolled_up(own)
+    facts = []
+    for item in sorted(set(own) | set(rolled)):
+        status, parts = rolled.get(item, (own.get(item), []))
+        facts.append({"type": "checklist", "item": item, "status": status,
+                      "rolled_up": bool(parts), "source": "deploy rules"})
+    return facts
 
 
 def _conclusion_facts(hits: list[Hit]) -> list[dict]:
@@ -81,7 +112,7 @@ def run_rules(facts: list[dict], runner: RuleRunner | None = None) -> list[Hit]:
 
 
 def _text(rule: Rule, key: str, lang: str, bindings: dict) -> str:
-    return render(getattr(rule, key)[lang], bindings)
+    return render(getattr(rule, key)[lang], bindings, lang)
 
 
 def _fill(value, bindings):
@@ -172,8 +203,10 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
         if "keep" in then and first("keep", rule.id):
             for item in then["keep"]["items"]:
                 path = _present(item.get("patterns", []), files)
-                report["artifacts"]["keep"].append({"name": item["name"], "present": bool(path),
-                                                    "path": path})
+                name = item["name"]      # one name for both languages, or {zh, en}
+                report["artifacts"]["keep"].append(
+                    {"name": name[lang] if isinstance(name, dict) else name,
+                     "present": bool(path), "path": path})
     # the smallest verifiable action first: by cost class, then (stable) by rule priority
     report["next_actions"].sort(key=lambda a: COST_CLASSES.index(a["cost"]))
     if full_checklist or is_deployment_problem(stage, report["conclusion"]["suspect"], facts):
@@ -188,13 +221,22 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
 
 
 def checklist_section(judged: dict[str, list[dict]], lang: str) -> list[dict]:
-    """Every checklist item, judged or not: status, evidence, and what to provide."""
+    """Every checklist item, judged or not: status, evidence, and what to provide.
+
+    A mandatory item also names the finer checks rolled up into it (``parts``).
+    """
+    own = {item: max((e["status"] for e in evidence), key=STATUS_RANK.__getitem__)
+           for item, evidence in judged.items() if evidence}
+    rolled = rolled_up(own)
     items = []
     for item, spec in checklist_items().items():
         evidence = sorted(judged.get(item, []), key=lambda e: (-STATUS_RANK[e["status"]], e["rule"]))
-        status = evidence[0]["status"] if evidence else "unknown"
+        status, parts = rolled.get(item, (own.get(item, "unknown"), []))
         entry = {"id": item, "status": status, "evidence": evidence, "title": spec["title"][lang],
                  "mandatory": spec["mandatory"]}
+        if spec["mandatory"]:
+            entry["parts"] = [{"id": p, "status": own[p],
+                               "title": checklist_items()[p]["title"][lang]} for p in parts]
         if status == "unknown":
             entry["provide"] = spec["provide"][lang]
         items.append(entry)

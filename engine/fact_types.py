@@ -108,6 +108,7 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     "case": {"symptom_given": _b(), "badcase": _s("available", "dataset_only", "none", "unknown"),
              "retrain": _s(*TRISTATE), "fake_quant_state": _s("validation", "float", "unknown"),
              "input_format_differs": _b(), "has_task_input": _b(), "deploy_given": _b(),
+             "postprocess_in_model": _s(*TRISTATE),
              "language": _s("zh", "en", default="zh")},
     "platform": {"chip": _s(*CHIPS), "march": _s(*MARCHES), "known": _b(),
                  "strategy_chip": _b()},
@@ -194,7 +195,9 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                   "consistent": _s(*TRISTATE), "worst_output": _s(default=""),
                   "min_cosine": _f(), "max_abs": _f(), "shape_mismatch": _b()},
     # a checklist result, fed back so stage rules can read failed items
-    "checklist": {"item": _s(*CHECKLIST_ITEMS), "status": _s(*CHECKLIST_STATUSES)},
+    # (rolled_up: a mandatory item's status comes from a worse finer check, knowledge §10)
+    "checklist": {"item": _s(*CHECKLIST_ITEMS), "status": _s(*CHECKLIST_STATUSES),
+                  "rolled_up": _b()},
     # conclusion, derived from the stage rules' candidates before later rules run
     "conclusion": {"stage": _s(*CONCLUSION_STAGES), "determined": _b(),
                    "suspect": _s(default="")},

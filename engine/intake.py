@@ -11,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from qcdoctor.collectors.case_file import parse_case
+from qcdoctor.collectors.environment import THIS_MACHINE
 
 from .case_document import CaseDocument
 from .errors import QcdoctorError
 from .questions import AnswerError, Question, pending_topics, questions_for
-from .report import labels
+from .report import labels, source_text
 from .rulebook import question_topics
 from .triage import triage_case
 from .vocabulary import CONCLUSION_LABELS
@@ -123,18 +124,19 @@ class Intake:
                       "qa_folder": lambda f: f"QuantAnalysis {f['analysis']} ({f['comparison']})",
                       "graph_loaded": lambda f: f"fx_graph ({f['nodes']} nodes)",
                       "deploy_script": lambda f: "compile script"}[fact["type"]](fact)
-            self.prompter.say(f"  - {detail}  [{fact['source']}]")
+            self.prompter.say(f"  - {detail}  [{source_text(fact['source'], self.lang)}]")
 
     def adopt(self, report: dict) -> None:
-        """Write what was collected automatically, with where it came from."""
+        """Write what was collected automatically, with where it came from, so the case
+        folder is self-contained (knowledge.md §4 rev 2); case.yaml values are kept."""
         changed = False
         for fact in report["facts"]:
             source = fact.get("source", "")
             if fact["type"] == "platform" and fact["known"] and not self.doc.has("platform") \
                     and not source.startswith("case.yaml"):
-                self.doc.set("platform.march", fact["march"], comment=f"from {source}")
+                self.doc.set("platform.march", fact["march"], comment=source)
                 changed = True
-            if fact["type"] == "version" and fact["known"] and source.startswith("installed") \
+            if fact["type"] == "version" and fact["known"] and source.startswith(THIS_MACHINE) \
                     and not self.doc.has(f"versions.{fact['package']}"):
                 self.doc.set(f"versions.{fact['package']}", fact["version"], comment=source)
                 changed = True

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from functools import lru_cache
 from importlib import resources
 
 import yaml
 
+from qcdoctor.collectors.environment import THIS_MACHINE
+
 from .fact_types import STAGES
 from .templating import new_environment, render_template
-from .vocabulary import CONCLUSION_LABELS, STAGE_LABELS, is_deployment_problem
+from .vocabulary import CONCLUSION_LABELS, is_deployment_problem, stage_label
 
 FORMATS = ("md", "html", "json")
 
@@ -20,6 +23,35 @@ FORMATS = ("md", "html", "json")
 def labels() -> dict:
     text = (resources.files("qcdoctor.templates") / "labels.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
+
+
+# word tables of labels.yaml searched by id_words, in this order
+_WORD_TABLES = ("suspect", "value", "badcase", "evidence", "user_check", "compared")
+
+
+def id_words(value, lang: str) -> str:
+    """An id shown in prose: a checklist item's title, or its words in labels.yaml; else as is."""
+    from .rulebook import checklist_items
+    text = str(value)
+    item = checklist_items().get(text)
+    if item:
+        return item["title"][lang]
+    words = labels()[lang]["words"]
+    return next((words[t][text] for t in _WORD_TABLES if text in words[t]), text)
+
+
+def source_text(source: str, lang: str) -> str:
+    """Provenance in the report language: fixed English phrases translated, names kept."""
+    if lang != "zh" or not source:
+        return source
+    for phrase, words in labels()[lang]["sources"].items():
+        source = source.replace(phrase, words)
+    source = re.sub(r" row (\d+) \(line (\d+)\)", r" 数据第 \1 行（文件第 \2 行）", source)
+    return re.sub(r"(\S+) line (\d+)", r"\1 第 \2 行", source)
+
+
+def from_this_machine(fact: dict) -> bool:
+    return str(fact.get("source", "")).startswith(THIS_MACHINE)
 
 
 def _one_line(value) -> str:
@@ -43,37 +75,48 @@ def _facts_of(report: dict, ftype: str) -> list[dict]:
 def view_model(report: dict) -> dict:
     lang = report["language"]
     L = labels()[lang]
+    sep = L["colon"]
+
+    def label(stage: str) -> str:
+        return stage_label(stage, lang)
     stages = {f["stage"]: f for f in _facts_of(report, "stage")}
     rows = []
     for s in STAGES:
         f = stages.get(s)
         if not f or (f["status"] == "unknown" and f["source"] == "not given"):
             continue
-        rows.append({"label": STAGE_LABELS[s], "status": L["statuses"][f["status"]],
+        rows.append({"label": label(s), "status": L["statuses"][f["status"]],
                      "metric": f.get("metric") or "", "value": f"{f['value']:.6g}" if f["has_value"] else "",
-                     "note": _basis(f, L), "source": f["source"]})
+                     "note": _basis(f, L, lang), "source": source_text(f["source"], lang)})
     platform = (_facts_of(report, "platform") or [{}])[0]
-    versions = [f"{v['package']} {v['version']}" if v["known"] else f"{v['package']} {L['not_given']}"
-                for v in _facts_of(report, "version")]
-    plat = (f"{platform.get('chip')} / {platform.get('march')}" if platform.get("known")
-            else L["not_given"])
+
+    def machine(fact: dict) -> str:
+        return f"{L['open']}{L['this_machine']}{L['close']}" if from_this_machine(fact) else ""
+    versions = [f"{v['package']} {v['version']}{machine(v)}" if v["known"]
+                else f"{v['package']} {L['not_given']}" for v in _facts_of(report, "version")]
+    plat = (f"{platform.get('chip')} / {platform.get('march')}{machine(platform)}"
+            if platform.get("known") else L["not_given"])
     case = (_facts_of(report, "case") or [{}])[0]
-    kinds = [f["kind"] for f in _facts_of(report, "evidence")]
+    kinds = [id_words(f["kind"], lang) for f in _facts_of(report, "evidence")]
     checks = []
     for run in _facts_of(report, "analysis_run"):
-        checks.append(f"{L['analysis_runs']} {run['analysis_model_type']}: "
-                      f"{STAGE_LABELS[run['baseline']]} vs {STAGE_LABELS[run['analysis']]}"
-                      f"{' (' + run['out_dir'] + ')' if run['out_dir'] else ''}, "
+        checks.append(f"{L['analysis_runs']} {run['analysis_model_type']}{sep}"
+                      f"{label(run['baseline'])}{L['versus']}{label(run['analysis'])}"
+                      f"{L['open'] + run['out_dir'] + L['close'] if run['out_dir'] else ''}"
+                      f"{L['semicolon']}"
                       f"{L['sensitivity_yes'] if run['sensitivity'] else L['sensitivity_no']}")
-    user = [f"{u['check']}={L[u['value']]}" for u in _facts_of(report, "user_check")
-            if u["value"] != "unknown"]
+    postprocess = case.get("postprocess_in_model", "unknown")
+    if checks or _facts_of(report, "qa_folder"):
+        checks.append(L["postprocess_in_model"][postprocess])
+    user = [f"{id_words(u['check'], lang)}{L['open']}{L[u['value']]}{L['close']}"
+            for u in _facts_of(report, "user_check") if u["value"] != "unknown"]
     if user:
-        checks.append(f"{L['user_checks']}: {', '.join(user)}")
+        checks.append(f"{L['user_checks']}{sep}{L['semicolon'].join(user)}")
     history = (_facts_of(report, "consistency_history") or [{}])[0]
     tried = [str(i) for i in range(3) if history.get(f"tried_{i}")]
-    fixes = f"{L['levels_tried']}: {', '.join(tried)}" if tried else L["no_fixes"]
+    fixes = f"{L['levels_tried']}{sep}{', '.join(tried)}" if tried else L["no_fixes"]
     stage = report["conclusion"]["stage"]
-    folders = _qa_folders(report, L)
+    folders = _qa_folders(report, L, lang)
     qa = (L["qa_not_applicable"] if is_deployment_problem(stage, report["conclusion"]["suspect"],
                                                    report["facts"]) else
           ("" if folders else L["qa_none"]))
@@ -82,16 +125,21 @@ def view_model(report: dict) -> dict:
         sources.setdefault(t["rule"], [f.get("source") for f in t["facts"] if f.get("source")])
     for e in report["conclusion"]["evidence"]:
         e.setdefault("sources", sources.get(e["rule"], []))
+    suspect = report["conclusion"]["suspect"]
     return {
-        "r": report, "L": L, "lang": lang,
+        "r": report, "L": L, "lang": lang, "sep": sep,
+        "src": lambda values: L["semicolon"].join(source_text(v, lang) for v in values),
         "stage_label": CONCLUSION_LABELS[lang][stage],
-        "normal": [STAGE_LABELS[s] for s in STAGES if stages.get(s, {}).get("status") == "normal"],
-        "abnormal": [STAGE_LABELS[s] for s in STAGES if stages.get(s, {}).get("status") == "abnormal"],
+        "suspect_text": id_words(suspect, lang) if suspect else "",
+        "normal": L["list"].join(label(s) for s in STAGES
+                                 if stages.get(s, {}).get("status") == "normal"),
+        "abnormal": L["list"].join(label(s) for s in STAGES
+                                   if stages.get(s, {}).get("status") == "abnormal"),
         "stage_rows": rows,
         "directions": _directions(stages, L),
-        "platform_text": f"{plat}; {'; '.join(versions)}",
-        "badcase": case.get("badcase", "unknown"),
-        "evidence_kinds": ", ".join(kinds) or L["not_given"],
+        "platform_text": f"{plat}{L['semicolon']}{L['semicolon'].join(versions)}",
+        "badcase": id_words(case.get("badcase", "unknown"), lang),
+        "evidence_kinds": L["list"].join(kinds) or L["not_given"],
         "checks": checks, "fixes_applied": fixes, "qa_summary": qa, "qa_folders": folders,
         "thresholds": ", ".join(f"{k}={v:g}" for k, v in report.get("thresholds", {}).items()),
         "consistency_line": _consistency_line(report, L),
@@ -99,7 +147,7 @@ def view_model(report: dict) -> dict:
     }
 
 
-def _qa_folders(report: dict, L: dict) -> list[dict]:
+def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:
     """Per QuantAnalysis folder: comparison, first abnormal layer, error kind, worst, top ops."""
     out = []
     for folder in _facts_of(report, "qa_folder"):
@@ -110,24 +158,26 @@ def _qa_folders(report: dict, L: dict) -> list[dict]:
         lines = []
         origin, kind, worst = one("layer_origin"), one("error_kind"), one("layer_worst")
         if origin:
-            lines.append(L["qa"]["origin"].format(**origin, where=origin["source"]))
+            lines.append(L["qa"]["origin"].format(**{**origin, "pattern": id_words(origin["pattern"], lang)},
+                                                  where=source_text(origin["source"], lang)))
         elif one("layer_table"):
             lines.append(L["qa"]["no_origin"].format(**one("layer_table")))
         if kind and kind["kind"] != "unclear":
             lines.append(L["qa"]["kind_" + kind["kind"]].format(**kind))
         if worst and worst["has_origin"] and not worst["is_origin"]:
-            lines.append(L["qa"]["worst"].format(**worst, where=worst["source"]))
+            lines.append(L["qa"]["worst"].format(**worst, where=source_text(worst["source"], lang)))
         for sens in (f for f in _facts_of(report, "sensitivity_summary") if f["analysis"] == name):
-            lines.append(L["qa"]["sensitivity"].format(**sens, where=sens["source"]))
+            lines.append(L["qa"]["sensitivity"].format(**sens, where=source_text(sens["source"], lang)))
         comparison = folder["comparison"]
         if folder["baseline"]:
-            comparison += f": {STAGE_LABELS[folder['baseline']]} vs {STAGE_LABELS[folder['analysis_stage']]}"
-        out.append({"name": name, "comparison": comparison, "known_from": folder["known_from"],
-                    "lines": lines})
+            comparison += (f"{L['colon']}{stage_label(folder['baseline'], lang)}{L['versus']}"
+                           f"{stage_label(folder['analysis_stage'], lang)}")
+        out.append({"name": name, "comparison": comparison,
+                    "known_from": id_words(folder["known_from"], lang), "lines": lines})
     return out
 
 
-def _basis(stage_fact: dict, L: dict) -> str:
+def _basis(stage_fact: dict, L: dict, lang: str) -> str:
     basis = stage_fact.get("basis")
     if not basis:
         return L["basis"]["given"] if stage_fact["status"] != "unknown" else ""
@@ -140,7 +190,7 @@ def _basis(stage_fact: dict, L: dict) -> str:
         basis += "_lower" if stage_fact.get("direction") == "lower" else ""
     decimals = stage_fact.get("basis_decimals")
     shown = (lambda v: f"{v:.{decimals}f}") if decimals is not None else (lambda v: f"{v:.4g}")
-    return L["basis"][basis].format(ref=STAGE_LABELS.get(stage_fact["reference"], ""),
+    return L["basis"][basis].format(ref=stage_label(stage_fact["reference"], lang),
                                     drop=shown(loss), gain=shown(-loss),
                                     limit=f"{stage_fact.get('basis_limit', 0):.4g}")
 
@@ -168,12 +218,12 @@ def _consistency_line(report: dict, L: dict) -> str:
         return L["prereq_not_met"]
     if c["level"] is None:
         return L["pending"]
-    text = f"{L['level']}: {c['level']}"
+    text = f"{L['level']}{L['colon']}{c['level']}"
     plugin = next((v for v in _facts_of(report, "version")
                    if v["package"] == "horizon-plugin-pytorch"), None)
     if c.get("old_level") is not None and (plugin is None or plugin["meets"] != "yes"):
-        text += f" ({L['old_numbering']} {c['old_level']})"
-    text += f"; {L['requires_retrain'] if c['requires_retrain'] else L['no_retrain']}"
+        text += f"{L['open']}{L['old_numbering']} {c['old_level']}{L['close']}"
+    text += f"{L['semicolon']}{L['requires_retrain'] if c['requires_retrain'] else L['no_retrain']}"
     return text
 
 

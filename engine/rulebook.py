@@ -102,6 +102,12 @@ def _check_then(then, where: str) -> dict:
         if not isinstance(k, dict) or not isinstance(k.get("items"), list):
             raise RuleError("keep needs stage and items [{name, patterns}]", file=where,
                             key="then.keep")
+        for i, item in enumerate(k["items"]):
+            name = item.get("name") if isinstance(item, dict) else None
+            if not (isinstance(name, str) and name) and not isinstance(name, dict):
+                raise RuleError("a kept item needs a name", file=where, key=f"then.keep.items[{i}]")
+            if isinstance(name, dict):
+                _bilingual(name, f"then.keep.items[{i}].name", where)
     if "checklist" in then:
         c = then["checklist"]
         item = str(c.get("item", "")) if isinstance(c, dict) else ""
@@ -262,6 +268,11 @@ def checklist_items() -> dict:
     if list(items) != list(CHECKLIST_ITEMS):
         raise RuleError("checklist_items.yaml must list exactly the checklist item ids, in order",
                         file="templates/checklist_items.yaml")
+    for item, spec in items.items():
+        if "part_of" in spec and (spec["mandatory"] or not items.get(spec["part_of"], {}).get(
+                "mandatory")):
+            raise RuleError("part_of names the mandatory item a finer check rolls up into",
+                            file="templates/checklist_items.yaml", key=f"{item}.part_of")
     return items
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from .templating import render_template
 from .vocabulary import OLD_ANALYSIS_NAMES, STAGE_LABELS, STAGE_VARIABLES, needs_two_runs
 
@@ -12,6 +14,15 @@ OLD_ANALYSIS_TYPE = {new: old for old, new in OLD_ANALYSIS_NAMES.items()}
 def two_runs(baseline: str | None, analysis: str | None, case_context: dict) -> bool:
     return needs_two_runs(baseline, analysis, case_context.get("input_format_differs", False),
                           case_context.get("has_task_input", False))
+
+
+def in_quotes(value) -> str:
+    """Text from a case or its files (layer names, folders) escaped for a "..." literal.
+
+    Templates write user values inside double quotes; escaped here, a quote, backslash or
+    newline in a layer name cannot break the generated code.
+    """
+    return json.dumps(str(value), ensure_ascii=False)[1:-1]
 
 
 def snippet_context(action: dict, case_context: dict) -> dict:
@@ -29,10 +40,10 @@ def snippet_context(action: dict, case_context: dict) -> dict:
         "analysis_label": STAGE_LABELS.get(analysis, analysis),
         "analysis_model_type": kind,
         "old_analysis_type": OLD_ANALYSIS_TYPE.get(kind, kind),
-        "out_dir": out_dir,
+        "out_dir": in_quotes(out_dir),
         "two_runs": two_runs(baseline, analysis, case_context),
         # convert: the sensitivity run (qat.export.pt vs quantized.bc) has its own folder
-        "sens_out_dir": out_dir.rstrip("/") + "_sens",
+        "sens_out_dir": in_quotes(out_dir.rstrip("/") + "_sens"),
         "sens_two_runs": two_runs("qat_export", "quantized_bc", case_context),
         "stage": action.get("stage_to_evaluate"),
         "stage_label": STAGE_LABELS.get(action.get("stage_to_evaluate"), ""),
@@ -40,8 +51,8 @@ def snippet_context(action: dict, case_context: dict) -> dict:
         "level": action.get("level"),
         "old_level": action.get("old_level"),
         "plugin_numbering": case_context.get("plugin_numbering", "unknown"),
-        "layer": action.get("layer", ""),
-        "lut_ops": [op for op in str(action.get("ops", "")).split(",") if op],
+        "layer": in_quotes(action.get("layer", "")),
+        "lut_ops": [in_quotes(op) for op in str(action.get("ops", "")).split(",") if op],
         "limit": _number(action.get("limit")),
     }
 

@@ -1,13 +1,20 @@
-"""Render rule messages: ``{name.field}`` reads a bound fact, ``!l`` shows a stage label."""
+"""Render rule messages: ``{name.field}`` reads a bound fact, ``!l`` shows a stage label,
+``!s`` a conclusion stage and ``!w`` an id (checklist item, user check, ...) in words of
+the report language."""
 
 from __future__ import annotations
 
+import re
 import string
 
-from .vocabulary import STAGE_LABELS
+from .vocabulary import CONCLUSION_LABELS, stage_label
 
 
 class _Formatter(string.Formatter):
+    def __init__(self, lang: str):
+        super().__init__()
+        self.lang = lang
+
     def get_field(self, field_name, args, kwargs):
         name, _, rest = field_name.partition(".")
         value = kwargs[name]
@@ -17,7 +24,12 @@ class _Formatter(string.Formatter):
 
     def convert_field(self, value, conversion):
         if conversion == "l":
-            return STAGE_LABELS.get(value, value)
+            return stage_label(value, self.lang)
+        if conversion == "s":
+            return CONCLUSION_LABELS[self.lang].get(value, value)
+        if conversion == "w":
+            from .report import id_words  # report wording, loaded on first use
+            return id_words(value, self.lang)
         return super().convert_field(value, conversion)
 
     def format_field(self, value, format_spec):
@@ -26,15 +38,21 @@ class _Formatter(string.Formatter):
         return super().format_field(value, format_spec)
 
 
-_formatter = _Formatter()
+_FORMATTERS = {lang: _Formatter(lang) for lang in ("zh", "en")}
 
 
-def render(template: str, bindings: dict) -> str:
+# a space a field left between two Chinese characters ("板端 异常")
+_CJK_SPACE = re.compile(r"(?<=[\u4e00-\u9fff]) (?=[\u4e00-\u9fff])")
+
+
+def render(template: str, bindings: dict, lang: str = "en") -> str:
     """Fill a message; a missing field is shown as '?' rather than failing the report."""
+    formatter = _FORMATTERS[lang]
     try:
-        return _formatter.vformat(template, (), bindings)
+        text = formatter.vformat(template, (), bindings)
     except (KeyError, AttributeError, IndexError, ValueError):
-        return _formatter.vformat(template, (), _Lenient(bindings))
+        text = formatter.vformat(template, (), _Lenient(bindings))
+    return _CJK_SPACE.sub("", text) if lang == "zh" else text
 
 
 class _Lenient(dict):

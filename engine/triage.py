@@ -31,11 +31,11 @@ def case_context(case: Case, facts: list[dict]) -> dict:
 def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | None = None,
                 environ=None, cwd: Path | None = None, installed: dict | None = None,
                 display_path: str | None = None, trust_pickles: bool = False,
-                full_checklist: bool = False, progress=None) -> dict:
+                full_checklist: bool = False, progress=None, use_env: bool = True) -> dict:
     runner = runner or bundled_runner()
     runner.warm()           # the engine worker starts while the facts are collected
     facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
-                          trust_pickles=trust_pickles, progress=progress)
+                          trust_pickles=trust_pickles, progress=progress, use_env=use_env)
     try:
         hits = run_rules(facts, runner)
     except EngineFailure as failure:

@@ -72,6 +72,15 @@ STAGE_LABELS = {"float": "float.pt", "calib": "calib.pt", "qat": "qat.pt",
                 "quantized_bc": "quantized.bc", "nv12_bc": "quantized.bc + NV12",
                 "qdq_removed_bc": "quantized.bc - Quantize/Dequantize",
                 "hbm_x86": "hbm (x86)", "board": "board"}
+# the board is a place, not a file: named in the report's language
+_STAGE_LABELS_ZH = {**STAGE_LABELS, "board": "板端"}
+
+
+def stage_label(stage: str, lang: str = "en") -> str:
+    """Display name of a chain stage in a report language (unknown ids unchanged)."""
+    return (_STAGE_LABELS_ZH if lang == "zh" else STAGE_LABELS).get(stage, stage)
+
+
 # Python variable a stage's model is held in, in generated code.
 STAGE_VARIABLES = {"float": "float_model", "calib": "calib_model", "qat": "qat_pt",
                    "qat_export": "qat_export_pt", "qat_bc": "qat_bc",

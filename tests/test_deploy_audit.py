@@ -86,35 +86,39 @@ def test_broken_script_is_a_clear_problem(tmp_path):
 def test_correct_script_passes_its_checks(tmp_path):
     report = audit(make_case(tmp_path / "ok"))
     got = statuses(report)
-    assert {k: got[k] for k in ("input_preprocessing", "layout", "input_scale", "pre_post_nodes",
-                                "padding", "insert_before_convert", "qdq_after_convert",
-                                "preprocess_mode", "nv12_even_size", "core_num")} == \
-        dict.fromkeys(("input_preprocessing", "layout", "input_scale", "pre_post_nodes", "padding",
-                       "insert_before_convert", "qdq_after_convert", "preprocess_mode",
-                       "nv12_even_size", "core_num"), "pass")
+    passed = ("input_preprocessing", "layout", "input_scale", "padding", "insert_before_convert",
+              "qdq_after_convert", "preprocess_mode", "nv12_even_size", "core_num")
+    assert {k: got[k] for k in passed} == dict.fromkeys(passed, "pass")
     assert got["qdq_io_types"] == "unknown"              # only Dequantize removed: outputs int
+    # ... and that finer check rolls up into its mandatory item (knowledge §10 rev 2)
+    nodes = next(c for c in report["checklist"] if c["id"] == "pre_post_nodes")
+    assert nodes["status"] == "unknown" and [p["id"] for p in nodes["parts"]] == ["qdq_io_types"]
     assert "DP054" in {f["rule"] for f in report["findings"]}
     assert report["conclusion"]["stage"] == "compile"    # nothing failed: stays compile
 
 
-@pytest.mark.parametrize("mistake,item,rule", [
-    ("wrong_mode", "preprocess_mode", "DP063"),
-    ("insert_after_convert", "insert_before_convert", "DP040"),
-    ("qdq_before_convert", "qdq_after_convert", "DP050"),
-    ("march_mismatch", "march_consistency", "DP030"),
-    ("missing_transpose", "layout", "DP020"),
-    ("mean_std_mismatch", "input_preprocessing", "DP010"),
+@pytest.mark.parametrize("mistake,item,rule,mandatory", [
+    ("wrong_mode", "preprocess_mode", "DP063", "input_preprocessing"),
+    ("insert_after_convert", "insert_before_convert", "DP040", "pre_post_nodes"),
+    ("qdq_before_convert", "qdq_after_convert", "DP050", "pre_post_nodes"),
+    ("march_mismatch", "march_consistency", "DP030", None),      # a compile setting
+    ("missing_transpose", "layout", "DP020", "layout"),
+    ("mean_std_mismatch", "input_preprocessing", "DP010", "input_preprocessing"),
 ])
-def test_each_mistake_fails_its_item_and_turns_compile_into_user_side(tmp_path, mistake, item, rule):
+def test_each_mistake_fails_its_item_and_turns_compile_into_user_side(tmp_path, mistake, item, rule,
+                                                                      mandatory):
     report = audit(make_case(tmp_path / mistake, MISTAKES[mistake]))
     got = statuses(report)
     assert got[item] == "fail"
-    failed = [c for c in report["checklist"] if c["status"] == "fail"]
-    assert [c["id"] for c in failed] == [item], "one mistake, one failed item"
+    failed = {c["id"] for c in report["checklist"] if c["status"] == "fail"}
+    assert failed == {item, mandatory} - {None}, "one mistake: its item and its mandatory item"
     evidence = next(c for c in report["checklist"] if c["id"] == item)["evidence"]
     assert evidence[0]["rule"] == rule and evidence[0]["sources"]
     assert report["conclusion"]["stage"] == "user_side"
     assert report["conclusion"]["evidence"][0]["rule"] == "ST150"
+    # the conclusion names the check that failed, once, in words
+    st150 = [e["text"] for e in report["conclusion"]["evidence"] if e["rule"] == "ST150"]
+    assert len(st150) == 1 and item not in st150[0]
 
 
 def test_every_item_is_reported_even_without_any_deploy_facts(tmp_path):

@@ -5,7 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from qcdoctor.collectors.case_facts import collect_facts
-from qcdoctor.collectors.environment import detect_march, read_env_board
+from qcdoctor.collectors.environment import (
+    THIS_MACHINE,
+    detect_march,
+    installed_versions,
+    read_env_board,
+)
 from qcdoctor.collectors.versions import at_least, parse_version
 
 from .conftest import case_from
@@ -37,15 +42,18 @@ def test_older_horizon_folder_and_then_the_working_directory(tmp_path):
     case_dir, cwd = tmp_path / "case", tmp_path / "cwd"
     case_dir.mkdir()
     _board(cwd, ".horizon/.env.board", "BOARD_TYPE=nash-p\n")
-    assert detect_march(case_dir, cwd=cwd, environ={})[0] == "nash-p"
+    march, source = detect_march(case_dir, cwd=cwd, environ={})
+    assert march == "nash-p" and source.startswith(THIS_MACHINE)     # the working directory's
+    assert detect_march(case_dir, cwd=cwd, environ={}, use_env=False) is None
     _board(case_dir, ".horizon/.env.board", "BOARD_TYPE=nash-e\n")
-    assert detect_march(case_dir, cwd=cwd, environ={})[0] == "nash-e"
+    assert detect_march(case_dir, cwd=cwd, environ={}) == ("nash-e", ".horizon/.env.board:1 (BOARD_TYPE)")
+    assert detect_march(case_dir, cwd=cwd, environ={}, use_env=False)[0] == "nash-e"
 
 
 def test_variables_in_order_and_invalid_values_ignored(tmp_path):
     env = {"BOARD_TYPE": "nash-e", "OE_BOARD_TYPE": "nash-p", "HORIZON_BOARD_TYPE": "bogus"}
     assert detect_march(tmp_path, cwd=tmp_path, environ=env) == \
-        ("nash-p", "environment variable OE_BOARD_TYPE")
+        ("nash-p", THIS_MACHINE + "environment variable OE_BOARD_TYPE")
 
 
 def test_case_file_wins_over_environment(tmp_path):
@@ -53,7 +61,7 @@ def test_case_file_wins_over_environment(tmp_path):
     facts = collect_facts(case_from({"platform": {"chip": "J6P"},
                                      "versions": {"hbdk4-compiler": "4.4.1"}}, tmp_path),
                           environ={"BOARD_TYPE": "nash-e"}, cwd=tmp_path,
-                          installed={"hbdk4-compiler": ("4.9.0", "installed package hbdk4-compiler")})
+                          installed={"hbdk4-compiler": ("4.9.0", THIS_MACHINE + "installed package hbdk4-compiler")})
     platform = next(f for f in facts if f["type"] == "platform")
     hbdk = next(f for f in facts if f["type"] == "version" and f["package"] == "hbdk4-compiler")
     assert (platform["march"], platform["strategy_chip"]) == ("nash-p", False)
@@ -64,13 +72,34 @@ def test_case_file_wins_over_environment(tmp_path):
 def test_environment_fills_what_the_case_leaves_out(tmp_path):
     _board(tmp_path)
     facts = collect_facts(case_from({}, tmp_path), environ={}, cwd=tmp_path,
-                          installed={"hbdk4-compiler": ("4.5.0", "installed package hbdk4-compiler")})
+                          installed={"hbdk4-compiler": ("4.5.0", THIS_MACHINE + "installed package hbdk4-compiler")})
     platform = next(f for f in facts if f["type"] == "platform")
     hbdk = next(f for f in facts if f["type"] == "version" and f["package"] == "hbdk4-compiler")
     assert (platform["chip"], platform["strategy_chip"]) == ("J6M", True)
     assert ".env.board" in platform["source"]
     assert (hbdk["version"], hbdk["meets"], hbdk["source"]) == \
-        ("4.5.0", "yes", "installed package hbdk4-compiler")
+        ("4.5.0", "yes", THIS_MACHINE + "installed package hbdk4-compiler")
+
+
+def test_installed_versions_say_they_describe_this_machine():
+    assert all(source.startswith(THIS_MACHINE) for _, source in installed_versions().values())
+
+
+def test_no_env_ignores_this_machine_but_keeps_the_case_folder(tmp_path):
+    case_dir, cwd = tmp_path / "case", tmp_path / "cwd"
+    case_dir.mkdir()
+    _board(cwd)
+    installed = {"hbdk4-compiler": ("4.9.0", THIS_MACHINE + "installed package hbdk4-compiler")}
+    env = {"BOARD_TYPE": "nash-p"}
+    facts = collect_facts(case_from({}, case_dir), environ=env, cwd=cwd, installed=installed,
+                          use_env=False)
+    assert not any(str(f.get("source", "")).startswith(THIS_MACHINE) for f in facts)
+    assert next(f for f in facts if f["type"] == "platform")["known"] is False
+    _board(case_dir, text="BPU_ARCH=nash-e\n")
+    facts = collect_facts(case_from({}, case_dir), environ=env, cwd=cwd, installed=installed,
+                          use_env=False)
+    platform = next(f for f in facts if f["type"] == "platform")
+    assert (platform["march"], platform["source"]) == ("nash-e", ".drobotics-s/.env.board:1 (BPU_ARCH)")
 
 
 def test_nothing_known_is_unknown(tmp_path):

@@ -78,7 +78,8 @@ def test_specific_example_advice():
     assert not any(a["id"] == "qa_convert" for a in qa["next_actions"])    # already run
     deploy = _report("board_nv12_deploy", "en")
     failed = [c["id"] for c in deploy["checklist"] if c["status"] == "fail"]
-    assert failed == ["preprocess_mode"] and len(deploy["checklist"]) == 14
+    # the wrong mode fails its check and, rolled up, input pre-processing (knowledge §10)
+    assert failed == ["input_preprocessing", "preprocess_mode"] and len(deploy["checklist"]) == 14
     board = _report("board_only", "en")
     platform = next(f for f in board["facts"] if f["type"] == "platform")
     assert platform["march"] == "nash-m" and ".env.board" in platform["source"]

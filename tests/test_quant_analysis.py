@@ -88,7 +88,8 @@ def test_every_layout_and_format_reads_the_same(tmp_path, layout, fmt):
 def test_next_actions_name_the_real_ops(tmp_path):
     report = triage(build("truncation", tmp_path))
     fixed = next(a for a in report["next_actions"] if a["id"] == "fixed_scale:head.reciprocal")
-    assert '"head.reciprocal"' in fixed["code"] and "abs_max = 130" in fixed["code"]
+    assert '"head.reciprocal": {"threshold": threshold}' in fixed["code"]
+    assert "threshold = 130 " in fixed["code"]          # the baseline |max| of the layer
     lut_case = build("lut", tmp_path / "b")
     assert not any(a["kind"] == "lut_bisect" for a in triage(lut_case)["next_actions"])
     # the same sensitive LUT ops at pre_export: bisect them by name
@@ -101,7 +102,7 @@ def test_next_actions_name_the_real_ops(tmp_path):
     assert '"attn.rsqrt",' in bisect["code"] and '"pos.exp",' in bisect["code"]
     rounding = triage(build("rounding", tmp_path / "c"))
     q16 = next(a for a in rounding["next_actions"] if a["id"] == "qint16:head.bbox.conv")
-    assert 'get_qconfig(out_dtype=qint16)' in q16["code"]
+    assert '"head.bbox.conv": qint16' in q16["code"] and "reference_qconfig=get_qconfig()" in q16["code"]
 
 
 def test_report_sections_show_the_qa_summary(tmp_path):
@@ -111,7 +112,7 @@ def test_report_sections_show_the_qa_summary(tmp_path):
     md = render(report, "md")
     key = md[md.index("## 关键发现"):md.index("## 下一步建议")]
     assert "误差起点 `head.reciprocal`" in key and "误差来源：截断" in key
-    assert "qa_convert/compare_per_layer_out.txt row 4" in key and "判定阈值" in key
+    assert "qa_convert/compare_per_layer_out.txt 数据第 4 行" in key and "判定阈值" in key
     assert report["thresholds"]["cosine_good"] == 0.999
     compile_case = tmp_path / "compile"
     case_yaml(compile_case, stages={"quantized_bc": {"status": "normal"},
