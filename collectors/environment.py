@@ -46,22 +46,31 @@ def read_env_board(path: Path) -> dict[str, tuple[str, int]]:
     return values
 
 
-def march_from_board_files(folders: list[Path]) -> tuple[str, str] | None:
+def march_from_board_files(folders: list[Path], case_files=None) -> tuple[str, str] | None:
     """(march, source) from the first .env.board found, or None.
 
     A file in the first folder (the case folder) is named relative to it, so reports
-    do not depend on where the case lies.
+    do not depend on where the case lies; with ``case_files`` (the case's CaseFiles),
+    a file in the case folder is read only if it lets it through.
     """
+    from .files import ArtifactRefused
     for folder in folders:
         for rel in BOARD_FILES:
             path = folder / rel
-            if not path.is_file():
+            if case_files is not None and folder == folders[0]:
+                if not os.path.lexists(path):
+                    continue
+                try:
+                    path = case_files.check(path, "board")
+                except ArtifactRefused:
+                    continue
+            elif not path.is_file():
                 continue
             values = read_env_board(path)
             for key in _BOARD_KEYS:
                 if key in values and values[key][0] in MARCHES:
                     value, line = values[key]
-                    shown = path.relative_to(folders[0]) if folder == folders[0] else path
+                    shown = (folder / rel).relative_to(folders[0]) if folder == folders[0] else path
                     return value, f"{shown.as_posix()}:{line} ({key})"
     return None
 
@@ -74,10 +83,12 @@ def march_from_variables(environ=os.environ) -> tuple[str, str] | None:
     return None
 
 
-def detect_march(case_folder: Path | None, cwd: Path | None = None, environ=os.environ):
+def detect_march(case_folder: Path | None, cwd: Path | None = None, environ=os.environ,
+                 case_files=None):
     """March from .env.board (case folder, then working directory), then variables."""
     folders = [case_folder] if case_folder is not None else []
     cwd = cwd or Path.cwd()
     if case_folder is None or cwd.resolve() != case_folder.resolve():
         folders.append(cwd)
-    return march_from_board_files(folders) or march_from_variables(environ)
+    files = case_files if case_folder is not None else None
+    return march_from_board_files(folders, files) or march_from_variables(environ)

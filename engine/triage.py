@@ -6,7 +6,7 @@ from pathlib import Path
 
 from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.collectors.case_file import Case, load_case
-from qcdoctor.collectors.files import list_case_files
+from qcdoctor.collectors.files import CaseFiles, list_case_files
 
 from .diagnose import build_report, run_rules
 from .runner import RuleRunner
@@ -27,9 +27,13 @@ def case_context(case: Case, facts: list[dict]) -> dict:
 def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | None = None,
                 environ=None, cwd: Path | None = None, installed: dict | None = None,
                 display_path: str | None = None, trust_pickles: bool = False,
-                full_checklist: bool = False, progress=None) -> dict:
+                full_checklist: bool = False, progress=None,
+                case_files: CaseFiles | None = None) -> dict:
+    """``case_files`` says what may be read (default: the case folder only) and keeps
+    what was read, so callers can protect those files."""
     facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
-                          trust_pickles=trust_pickles, progress=progress)
+                          trust_pickles=trust_pickles, progress=progress,
+                          files=case_files or CaseFiles(case.folder))
     hits = run_rules(facts, runner)
     lang = lang or case.get("language", "zh")
     info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
