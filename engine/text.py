@@ -23,7 +23,9 @@ class _Formatter(string.Formatter):
     def format_field(self, value, format_spec):
         if isinstance(value, float) and not format_spec:
             return f"{value:.6g}"
-        return super().format_field(value, format_spec)
+        # a value never carries a backtick: the message's `code` spans are the rule's own,
+        # so reports can keep them as code and show everything else as plain text
+        return super().format_field(value, format_spec).replace("`", "'")
 
 
 _formatter = _Formatter()
