@@ -176,28 +176,34 @@ def compare(a: Dump, b: Dump, decimals: int = 4,
     mismatched = nonfinite = 0
     tolerance = 0.5 * 10.0 ** -decimals
     done = 0
-    for x, y in zip(a.chunks(), b.chunks(), strict=True):
-        if not x.size:
-            continue
-        if not (np.isfinite(x.sum()) and np.isfinite(y.sum())):     # rare: find and zero them
-            bad = ~(np.isfinite(x) & np.isfinite(y))
-            nonfinite += int(bad.sum())
-            x, y = np.where(bad, 0, x), np.where(bad, 0, y)
-        # BLAS dot products per chunk (relative error ~1e-7), summed across chunks in float64
-        dot += float(np.dot(x, y))
-        na += float(np.dot(x, x))
-        nb += float(np.dot(y, y))
-        diff = np.subtract(x, y, dtype=np.float32)
-        np.abs(diff, out=diff)
-        l1 += float(diff.sum())                      # pairwise summation
-        chunk_max = float(diff.max())
-        max_abs = max(max_abs, chunk_max)
-        max_ref = max(max_ref, float(y.max()), float(-y.min()))
-        if chunk_max > tolerance:
-            mismatched += int(np.count_nonzero(diff > tolerance))
-        done += x.size
-        if progress:
-            progress(done, a.size)
+    # float32 sums of huge values overflow: such chunks are redone in float64, no warnings
+    with np.errstate(over="ignore", invalid="ignore"):
+        for x, y in zip(a.chunks(), b.chunks(), strict=True):
+            if not x.size:
+                continue
+            if not (np.isfinite(x.sum()) and np.isfinite(y.sum())):     # rare: find and zero them
+                bad = ~(np.isfinite(x) & np.isfinite(y))
+                nonfinite += int(bad.sum())
+                x, y = np.where(bad, 0, x), np.where(bad, 0, y)
+            # BLAS dot products per chunk (relative error ~1e-7), summed across chunks in float64
+            sums = (np.dot(x, y), np.dot(x, x), np.dot(y, y))
+            diff = np.subtract(x, y, dtype=np.float32)
+            if not (np.isfinite(sums).all() and np.isfinite(diff.max()) and np.isfinite(diff.min())):
+                # values near the float32 limit overflow it: this chunk again in float64
+                x, y = x.astype(np.float64), y.astype(np.float64)
+                sums = (np.dot(x, y), np.dot(x, x), np.dot(y, y))
+                diff = np.subtract(x, y)
+            dot, na, nb = dot + float(sums[0]), na + float(sums[1]), nb + float(sums[2])
+            np.abs(diff, out=diff)
+            l1 += float(diff.sum())                      # pairwise summation
+            chunk_max = float(diff.max())
+            max_abs = max(max_abs, chunk_max)
+            max_ref = max(max_ref, float(y.max()), float(-y.min()))
+            if chunk_max > tolerance:
+                mismatched += int(np.count_nonzero(diff > tolerance))
+            done += x.size
+            if progress:
+                progress(done, a.size)
     n = max(a.size, 1)
     cosine = 1.0 if na == 0 and nb == 0 else (dot / math.sqrt(na * nb) if na and nb else 0.0)
     cosine = max(-1.0, min(1.0, cosine))

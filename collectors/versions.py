@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import re
 
+# A version as pip prints it. The former ``^\d+(\.\d+)*([.+-]?[0-9A-Za-z][0-9A-Za-z.+-]*)?$``
+# let its parts match the same characters, so a failing match took quadratic time; this
+# one takes the same strings with one way to match each (a single leading digit).
+VERSION_RE = re.compile(r"\d(?:[.+\-]?[0-9A-Za-z][0-9A-Za-z.+\-]*)?\Z")
+
 # package -> (minimum, how binding it is)
 REQUIREMENTS = {"hbdk4-compiler": ("4.4.2", "hard"),
                 "horizon-plugin-pytorch": ("3.1.2", "recommended"),

@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a bug: say so briefly, keep the trace on demand
         if os.environ.get("QCDOCTOR_DEBUG"):
             raise
-        print(f"qcdoctor: internal error: {type(exc).__name__}: {exc}\n"
+        from .errors import shorten
+        print(f"qcdoctor: internal error: {type(exc).__name__}: {shorten(exc)}\n"
               "  please report it with the case; QCDOCTOR_DEBUG=1 shows the traceback",
               file=sys.stderr)
         return EXIT_ERROR
