@@ -40,18 +40,28 @@ def _is_qa_folder(folder: Path) -> bool:
     return bool(names & set(_MARKERS)) or any(SENSITIVITY_RE.match(n) for n in names)
 
 
-def discover(case: Case) -> list[Path]:
-    """QA folders named in artifacts.quant_analysis, else found in the case folder
-    (symlinked folders are not followed)."""
+def discover(case: Case, files: CaseFiles | None = None) -> list[Path]:
+    """QA folders named in artifacts.quant_analysis, else found in the case folder.
+
+    Discovery never descends into symlinked folders; one that leads out of the case is
+    not even listed, and is refused (so reported) instead.
+    """
     if case.folder is None:
         return []
     named = case.get("artifacts", {}).get("quant_analysis")
     if named:
         return [case.folder / n for n in named]
+    files = files or CaseFiles(case.folder)
     found = []
     for root, dirs, _ in walk(case.folder, MAX_DEPTH):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found += [root / d for d in dirs if _is_qa_folder(root / d)]
+        for d in dirs:
+            try:
+                files.folder_path(root / d)
+            except ArtifactRefused:
+                continue
+            if _is_qa_folder(root / d):
+                found.append(root / d)
     found.sort()
     if _is_qa_folder(case.folder):
         found.insert(0, case.folder)
@@ -107,7 +117,7 @@ def collect_quant_analysis(case: Case, trust_pickles: bool = False,
     files = files or CaseFiles(case.folder)
     facts: list[dict] = []
     graph = _graph(case, facts, files)
-    for folder in discover(case):
+    for folder in discover(case, files):
         rel = _rel(case, folder)
         try:
             files.folder_path(folder, case.source("artifacts.quant_analysis"))
