@@ -162,6 +162,9 @@ def _emit(text: str, output: str | None, protected: list[Path]) -> None:
     if _same_file(target, protected):
         raise QcdoctorError("refusing to overwrite an input of this run", file=output,
                             fix="write the report to another file")
+    if target.is_dir():
+        raise QcdoctorError("this is a folder", file=output,
+                            fix="give a file name for the report, e.g. report.md")
     if not target.parent.exists() and str(target.parent) not in ("", "."):
         raise QcdoctorError("the folder for the report does not exist", file=output,
                             fix=f"create {target.parent} first")

@@ -214,6 +214,13 @@ def test_output_onto_an_input_is_refused(tmp_path, capsys, target):
     assert path.read_bytes() == before
 
 
+def test_output_onto_a_folder_is_a_clear_error(tmp_path, capsys):
+    case = _case_with_inputs(tmp_path)
+    assert main(["audit", str(case), "-o", str(case / "deploy")]) == 2
+    err = capsys.readouterr().err
+    assert "this is a folder" in err and "internal error" not in err
+
+
 def test_output_beside_the_inputs_is_written(tmp_path):
     case = _case_with_inputs(tmp_path)
     out = case / "report.html"
