@@ -3,6 +3,7 @@ and ``-o`` never overwrites an input. Every folder is built here, never executed
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import sys
@@ -241,3 +242,19 @@ def test_cli_allow_outside_is_repeatable(tmp_path, capsys):
                  "--allow-outside", str(other)]) == 0
     out = capsys.readouterr().out
     assert "outside the case folder" not in out and SECRET in out
+
+
+def test_intake_reads_outside_only_when_allowed(tmp_path):
+    from qcdoctor.engine.intake import Intake
+    from qcdoctor.engine.prompts import ScriptedPrompter
+
+    outside = _outside(tmp_path)
+    case = tmp_path / "case"
+    case_yaml(case, artifacts={"quant_analysis": ["../outside/qa_convert"]})
+    answers = tmp_path / "answers.yaml"
+    answers.write_text("symptom: drop\n", encoding="utf-8")
+    for allow, expected in (((), "outside the case folder"), ((outside,), SECRET)):
+        prompter = ScriptedPrompter(answers, stdout=io.StringIO())
+        Intake(case, prompter, lang="en", environ={}, installed={}, strict=True,
+               allow_outside=allow).run()
+        assert expected in (case / "qcdoctor-report.md").read_text(encoding="utf-8")
