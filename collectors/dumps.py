@@ -224,9 +224,9 @@ def output_key(path: Path) -> str:
 def dump_files(folder: Path) -> dict[str, Path]:
     if folder.is_file():
         return {output_key(folder): folder}
-    # symlinks count too: a guard decides whether what they point at may be read
+    # everything but folders: a guard decides what may be read (FIFOs, symlinks out)
     return {output_key(p): p for p in sorted(folder.iterdir())
-            if (p.is_file() or p.is_symlink()) and p.suffix in DUMP_SUFFIXES}
+            if not p.is_dir() and p.suffix in DUMP_SUFFIXES}
 
 
 def compare_paths(left: Path, right: Path, decimals: int = 4, dtype: str | None = None,

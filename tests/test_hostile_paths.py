@@ -179,6 +179,27 @@ def test_devices_fifos_and_folders_are_refused_at_once(tmp_path, special):
         assert "not a regular file" in refused["qa_convert/badcase.txt"]
 
 
+def test_dump_folders_with_fifos_and_links_out(tmp_path):
+    import numpy as np
+    outside = _outside(tmp_path)
+    np.save(outside / "secret.npy", np.arange(4, dtype=np.float32))
+    case = tmp_path / "case"
+    case_yaml(case, artifacts={"dumps": {"hbm_x86": "x86", "board": "board"}})
+    for side in ("x86", "board"):
+        (case / side).mkdir()
+        np.save(case / side / "model_infer_output_0.npy", np.arange(4, dtype=np.float32))
+    os.mkfifo(case / "x86" / "model_infer_output_1.npy")
+    (case / "board" / "model_infer_output_1.npy").symlink_to(outside / "secret.npy")
+    started = time.monotonic()
+    report, _, _ = _triage(case)
+    assert time.monotonic() - started < 30
+    assert _read_outside(_opened, outside) == []
+    refused = _refused(report)
+    # the first refusal ends the comparison of that pair, and is reported
+    assert "not a regular file" in refused["x86/model_infer_output_1.npy"]
+    assert not [f for f in report["facts"] if f["type"] == "dump_pair"]
+
+
 def test_a_file_over_its_size_cap_is_refused(tmp_path, monkeypatch):
     from qcdoctor.collectors import files
     monkeypatch.setitem(files.SIZE_CAPS, "script", 1000)
