@@ -188,15 +188,16 @@ def compare(a: Dump, b: Dump, decimals: int = 4,
             # BLAS dot products per chunk (relative error ~1e-7), summed across chunks in float64
             sums = (np.dot(x, y), np.dot(x, x), np.dot(y, y))
             diff = np.subtract(x, y, dtype=np.float32)
-            if not (np.isfinite(sums).all() and np.isfinite(diff.max()) and np.isfinite(diff.min())):
+            np.abs(diff, out=diff)
+            chunk_max = float(diff.max())
+            if not (math.isfinite(chunk_max) and np.isfinite(sums).all()):
                 # values near the float32 limit overflow it: this chunk again in float64
                 x, y = x.astype(np.float64), y.astype(np.float64)
                 sums = (np.dot(x, y), np.dot(x, x), np.dot(y, y))
-                diff = np.subtract(x, y)
+                diff = np.abs(np.subtract(x, y))
+                chunk_max = float(diff.max())
             dot, na, nb = dot + float(sums[0]), na + float(sums[1]), nb + float(sums[2])
-            np.abs(diff, out=diff)
             l1 += float(diff.sum())                      # pairwise summation
-            chunk_max = float(diff.max())
             max_abs = max(max_abs, chunk_max)
             max_ref = max(max_ref, float(y.max()), float(-y.min()))
             if chunk_max > tolerance:
