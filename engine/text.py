@@ -8,6 +8,10 @@ from .vocabulary import STAGE_LABELS
 
 
 class _Formatter(string.Formatter):
+    def __init__(self, for_display: bool = True):
+        super().__init__()
+        self.for_display = for_display
+
     def get_field(self, field_name, args, kwargs):
         name, _, rest = field_name.partition(".")
         value = kwargs[name]
@@ -23,20 +27,24 @@ class _Formatter(string.Formatter):
     def format_field(self, value, format_spec):
         if isinstance(value, float) and not format_spec:
             return f"{value:.6g}"
-        # a value never carries a backtick: the message's `code` spans are the rule's own,
-        # so reports can keep them as code and show everything else as plain text
-        return super().format_field(value, format_spec).replace("`", "'")
+        text = super().format_field(value, format_spec)
+        # in a message shown to people, a value never carries a backtick: the message's
+        # `code` spans are the rule's own, so reports keep them as code and show
+        # everything else as plain text
+        return text.replace("`", "'") if self.for_display else text
 
 
-_formatter = _Formatter()
+_FORMATTERS = {True: _Formatter(for_display=True), False: _Formatter(for_display=False)}
 
 
-def render(template: str, bindings: dict) -> str:
-    """Fill a message; a missing field is shown as '?' rather than failing the report."""
+def render(template: str, bindings: dict, for_display: bool = True) -> str:
+    """Fill a message (``for_display``) or a value such as an op list for generated code;
+    a missing field is shown as '?' rather than failing the report."""
+    formatter = _FORMATTERS[for_display]
     try:
-        return _formatter.vformat(template, (), bindings)
+        return formatter.vformat(template, (), bindings)
     except (KeyError, AttributeError, IndexError, ValueError):
-        return _formatter.vformat(template, (), _Lenient(bindings))
+        return formatter.vformat(template, (), _Lenient(bindings))
 
 
 class _Lenient(dict):

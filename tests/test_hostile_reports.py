@@ -141,3 +141,12 @@ def test_message_code_spans_stay_code_and_values_cannot_break_them():
     tree = html5lib.parse(html, namespaceHTMLElements=False)
     assert ["".join(c.itertext()) for c in tree.iter("code")] == ["a'b<script>"]
     assert not list(tree.iter("a"))
+
+
+def test_generated_code_keeps_the_names_exactly(reports):
+    import ast
+    md = reports[("en", False, "md")]
+    blocks = re.findall(r"(?ms)^(`{3,})python\n(.*?)^\1$", md)
+    strings = {n.value for _, code in blocks for n in ast.walk(ast.parse(code))
+               if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert set(NAMES) <= strings                  # backticks and all: only messages lose them
