@@ -23,8 +23,14 @@ def labels() -> dict:
     return yaml.safe_load(text)
 
 
+# control characters (terminal escapes) and bidirectional overrides in case text would
+# act on the reader's terminal or reorder what is shown: they are shown as U+FFFD
+_HIDDEN = {c: "\ufffd" for c in [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
+                                  *range(0x2066, 0x206a)]}
+
+
 def _one_line(value) -> str:
-    return " ".join(str(value).split())
+    return " ".join(str(value).split()).translate(_HIDDEN)
 
 
 # Every string from a case reaches the reports through the filters below, so that no

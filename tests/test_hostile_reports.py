@@ -132,6 +132,12 @@ def test_user_text_renders_as_itself(text):
         assert "".join(item.itertext()) == text and not list(item), (text, html)
 
 
+def test_terminal_escapes_and_bidi_overrides_are_shown_not_obeyed():
+    for shown in (md_text("a\x1b[31mred\x07 \u202egnp.exe"), md_message("`\x1b]0;x\x07`")):
+        assert not any(ch in shown for ch in "\x1b\x07\u202e"), shown
+        assert "\ufffd" in shown
+
+
 def test_message_code_spans_stay_code_and_values_cannot_break_them():
     from qcdoctor.engine.text import render as fill
     message = fill("the error starts at `{f.layer}` ({f.where})",
