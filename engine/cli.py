@@ -36,7 +36,6 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--trust-pickles", action="store_true",
                    help="allow .pt files that need full unpickling (can run code: only for "
                         "files you trust)")
-
     _allow_outside(t)
 
     i = sub.add_parser("intake", help="guided questions that build CASE/case.yaml")
