@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 from qcdoctor.engine.fact_types import PACKAGES, USER_CHECKS
@@ -12,6 +13,7 @@ from .case_file import Case
 from .deploy_facts import collect_deploy
 from .dump_facts import collect_dumps
 from .environment import detect_march, installed_versions
+from .files import CaseFiles
 from .platform import platform_fact
 from .quant_analysis import collect_quant_analysis
 from .stages import derive_stage_facts
@@ -137,22 +139,30 @@ def analysis_facts(case: Case) -> list[dict]:
 
 def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,
                   installed: dict | None = None, trust_pickles: bool = False,
-                  progress=None, use_env: bool = True) -> list[dict]:
+                  progress=None, use_env: bool = True,
+                  files: CaseFiles | None = None) -> list[dict]:
     """Every fact of a case; ``environ``/``installed`` are injectable for tests.
 
     ``use_env=False`` (``--no-env``): nothing from this machine, only the case folder.
+    Every artifact is read through ``files`` (by default: nothing outside the case
+    folder); what it refused is reported as unreadable artifacts.
     """
     environ = os.environ if environ is None else environ
     if not use_env:
         installed = {}
-    board = detect_march(case.folder, cwd, environ, use_env)   # the board's march, if known
+    files = files or CaseFiles(case.folder)
+    board = detect_march(case.folder, cwd, environ, use_env, files)   # the board's march
     platform = platform_facts(case, board)
+    with warnings.catch_warnings():
+        # numeric overflow in hostile tables or dumps is handled where it matters
+        # (non-finite values are skipped or reported); numpy's warnings are noise here
+        warnings.simplefilter("ignore", RuntimeWarning)
+        dumps = collect_dumps(case, trust_pickles, progress, files)
+        artifacts = (collect_quant_analysis(case, trust_pickles, files=files)
+                     + collect_deploy(case, platform[0], board, files) + dumps)
     # dumps of the same input stand in for missing stage results (knowledge.md §5 rev 2)
-    dumps = collect_dumps(case, trust_pickles, progress)
     dump_pairs = [f for f in dumps if f["type"] == "dump_pair"]
     return (derive_stage_facts(case, dump_pairs) + [case_fact(case)] + evidence_facts(case)
             + platform + version_facts(case, installed)
             + user_check_facts(case) + [consistency_fact(case)] + analysis_facts(case)
-            + collect_quant_analysis(case, trust_pickles)
-            + collect_deploy(case, platform[0], board)
-            + dumps)
+            + artifacts + files.problem_facts())

@@ -5,10 +5,13 @@ what deployment does; the deploy/ rules turn them into checklist results.
 
 from __future__ import annotations
 
+import os
+
 from qcdoctor.engine.errors import QcdoctorError
 
 from .case_file import Case
 from .deploy_script import UNKNOWN, Call, read_script
+from .files import ArtifactRefused, CaseFiles
 from .hb_compile_yaml import read_hb_compile
 
 # which checklist item a train-vs-board comparison belongs to
@@ -47,12 +50,14 @@ def _same(a, b) -> str:
     return "yes" if str(a).strip().lower() == str(b).strip().lower() else "no"
 
 
-def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | None) -> list[dict]:
+def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | None,
+                   files: CaseFiles | None = None) -> list[dict]:
     """All deployment facts of a case (empty when it says nothing about deployment)."""
+    files = files or CaseFiles(case.folder)
     deploy = case.get("deploy", {})
     facts: list[dict] = []
-    calls, script_source = _script(case, deploy, facts)
-    config, config_source = _config(case, deploy, facts)
+    calls, script_source = _script(case, deploy, facts, files)
+    config, config_source = _config(case, deploy, facts, files)
     train, board = dict(deploy.get("train", {})), dict(deploy.get("board", {}))
     preprocess = _last(calls, "insert_image_preprocess")
     if preprocess:
@@ -77,30 +82,38 @@ def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | No
     return facts
 
 
-def _script(case, deploy, facts):
+def _script(case, deploy, facts, files):
     name = deploy.get("script")
     if not name or case.folder is None:
         return [], ""
     path = case.folder / name
-    if not path.is_file():
+    if not os.path.lexists(path):
         facts.append({"type": "artifact_problem", "file": name, "problem": "file not found",
                       "partial": False, "source": case.source("deploy.script")})
         return [], ""
     try:
-        return read_script(path), name
+        return read_script(files.check(path, "script", case.source("deploy.script"))), name
+    except ArtifactRefused:
+        return [], ""
     except QcdoctorError as exc:
         facts.append({"type": "artifact_problem", "file": name, "problem": exc.problem,
                       "partial": False, "source": name})
         return [], ""
 
 
-def _config(case, deploy, facts):
+def _config(case, deploy, facts, files):
     name = deploy.get("config")
     if not name or case.folder is None:
         return None, ""
     path = case.folder / name
+    if not os.path.lexists(path):
+        facts.append({"type": "artifact_problem", "file": name, "problem": "file not found",
+                      "partial": False, "source": case.source("deploy.config")})
+        return None, ""
     try:
-        return read_hb_compile(path), name
+        return read_hb_compile(files.check(path, "config", case.source("deploy.config"))), name
+    except ArtifactRefused:
+        return None, ""
     except QcdoctorError as exc:
         facts.append({"type": "artifact_problem", "file": name, "problem": exc.problem,
                       "partial": False, "source": name})

@@ -8,21 +8,31 @@ from qcdoctor.engine.errors import QcdoctorError
 from qcdoctor.engine.fact_types import STAGES
 
 from .case_file import Case
+from .files import ArtifactRefused, CaseFiles
 
 
-def collect_dumps(case: Case, trust_pickles: bool = False, progress=None) -> list[dict]:
+def collect_dumps(case: Case, trust_pickles: bool = False, progress=None,
+                  files: CaseFiles | None = None) -> list[dict]:
     named = case.get("artifacts", {}).get("dumps", {})
     if not named or case.folder is None:
         return []
     from .dumps import compare_paths  # numpy loads only when there are dumps
+    files = files or CaseFiles(case.folder)
+    where = case.source("artifacts.dumps")
     dtype = case.get("artifacts", {}).get("dump_dtype")
     stages = [s for s in STAGES if s in named]
     facts = []
     for left, right in zip(stages, stages[1:], strict=False):   # adjacent pairs
         source = f"{named[left]} vs {named[right]}"
         try:
-            results = compare_paths(case.folder / named[left], case.folder / named[right],
-                                    dtype=dtype, trust_pickles=trust_pickles, progress=progress)
+            paths = [case.folder / named[side] for side in (left, right)]
+            for path in paths:
+                files.folder_path(path, where)
+            results = compare_paths(*paths, dtype=dtype, trust_pickles=trust_pickles,
+                                    progress=progress,
+                                    guard=lambda p, kind: files.check(p, kind, where))
+        except ArtifactRefused:
+            continue
         except QcdoctorError as exc:
             facts.append({"type": "artifact_problem", "file": source,
                           "problem": exc.render().splitlines()[0][:300], "partial": False,

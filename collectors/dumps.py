@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from .pt_files import load_pt
 CHUNK = 1 << 20                       # elements per chunk (4 MiB of float32)
 DUMP_SUFFIXES = (".npy", ".pt", ".bin")
 _OUTPUT_INDEX = re.compile(r"model_infer_output_(\d+)")
+Guard = Callable[[Path, str], Path]      # (path, kind) -> the path to read, or raises
 
 
 @dataclass
@@ -72,11 +74,12 @@ class Dump:
         return values * np.asarray(self.scale, dtype=np.float32)[index]
 
 
-def _sidecar(path: Path) -> dict:
+def _sidecar(path: Path, guard: Guard | None = None) -> dict:
     for candidate in (path.with_name(path.name + ".json"), path.with_suffix(".json")):
-        if candidate.is_file():
+        if candidate.is_file() or (guard is not None and os.path.lexists(candidate)):
             try:
-                data = json.loads(candidate.read_text(encoding="utf-8"))
+                readable = guard(candidate, "sidecar") if guard else candidate
+                data = json.loads(readable.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError) as exc:
                 raise QcdoctorError(f"unreadable sidecar: {exc}", file=str(candidate),
                                     fix='write {"dtype": "float32", "shape": [1, 3, 8, 8]}') from None
@@ -86,11 +89,18 @@ def _sidecar(path: Path) -> dict:
     return {}
 
 
-def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False) -> Dump:
+def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False,
+              guard: Guard | None = None) -> Dump:
+    """A dump ready to stream; ``guard(path, kind)`` vets every file read of an untrusted case."""
     path = Path(path)
-    if not path.is_file():
+    if guard is not None:
+        shown = path
+        path = guard(path, "pickle" if path.suffix == ".pt" else "dump")
+        meta = _sidecar(shown, guard)
+    elif not path.is_file():
         raise QcdoctorError("no such dump file", file=str(path))
-    meta = _sidecar(path)
+    else:
+        meta = _sidecar(path)
     raw = None                                   # (dtype, offset, count) of data read in chunks
     array = None
     if path.suffix == ".npy":
@@ -166,28 +176,35 @@ def compare(a: Dump, b: Dump, decimals: int = 4,
     mismatched = nonfinite = 0
     tolerance = 0.5 * 10.0 ** -decimals
     done = 0
-    for x, y in zip(a.chunks(), b.chunks(), strict=True):
-        if not x.size:
-            continue
-        if not (np.isfinite(x.sum()) and np.isfinite(y.sum())):     # rare: find and zero them
-            bad = ~(np.isfinite(x) & np.isfinite(y))
-            nonfinite += int(bad.sum())
-            x, y = np.where(bad, 0, x), np.where(bad, 0, y)
-        # BLAS dot products per chunk (relative error ~1e-7), summed across chunks in float64
-        dot += float(np.dot(x, y))
-        na += float(np.dot(x, x))
-        nb += float(np.dot(y, y))
-        diff = np.subtract(x, y, dtype=np.float32)
-        np.abs(diff, out=diff)
-        l1 += float(diff.sum())                      # pairwise summation
-        chunk_max = float(diff.max())
-        max_abs = max(max_abs, chunk_max)
-        max_ref = max(max_ref, float(y.max()), float(-y.min()))
-        if chunk_max > tolerance:
-            mismatched += int(np.count_nonzero(diff > tolerance))
-        done += x.size
-        if progress:
-            progress(done, a.size)
+    # float32 sums of huge values overflow: such chunks are redone in float64, no warnings
+    with np.errstate(over="ignore", invalid="ignore"):
+        for x, y in zip(a.chunks(), b.chunks(), strict=True):
+            if not x.size:
+                continue
+            if not (np.isfinite(x.sum()) and np.isfinite(y.sum())):     # rare: find and zero them
+                bad = ~(np.isfinite(x) & np.isfinite(y))
+                nonfinite += int(bad.sum())
+                x, y = np.where(bad, 0, x), np.where(bad, 0, y)
+            # BLAS dot products per chunk (relative error ~1e-7), summed across chunks in float64
+            sums = (np.dot(x, y), np.dot(x, x), np.dot(y, y))
+            diff = np.subtract(x, y, dtype=np.float32)
+            np.abs(diff, out=diff)
+            chunk_max = float(diff.max())
+            if not (math.isfinite(chunk_max) and np.isfinite(sums).all()):
+                # values near the float32 limit overflow it: this chunk again in float64
+                x, y = x.astype(np.float64), y.astype(np.float64)
+                sums = (np.dot(x, y), np.dot(x, x), np.dot(y, y))
+                diff = np.abs(np.subtract(x, y))
+                chunk_max = float(diff.max())
+            dot, na, nb = dot + float(sums[0]), na + float(sums[1]), nb + float(sums[2])
+            l1 += float(diff.sum())                      # pairwise summation
+            max_abs = max(max_abs, chunk_max)
+            max_ref = max(max_ref, float(y.max()), float(-y.min()))
+            if chunk_max > tolerance:
+                mismatched += int(np.count_nonzero(diff > tolerance))
+            done += x.size
+            if progress:
+                progress(done, a.size)
     n = max(a.size, 1)
     cosine = 1.0 if na == 0 and nb == 0 else (dot / math.sqrt(na * nb) if na and nb else 0.0)
     cosine = max(-1.0, min(1.0, cosine))
@@ -208,12 +225,14 @@ def output_key(path: Path) -> str:
 def dump_files(folder: Path) -> dict[str, Path]:
     if folder.is_file():
         return {output_key(folder): folder}
+    # everything but folders: a guard decides what may be read (FIFOs, symlinks out)
     return {output_key(p): p for p in sorted(folder.iterdir())
-            if p.is_file() and p.suffix in DUMP_SUFFIXES}
+            if not p.is_dir() and p.suffix in DUMP_SUFFIXES}
 
 
 def compare_paths(left: Path, right: Path, decimals: int = 4, dtype: str | None = None,
-                  trust_pickles: bool = False, progress=None) -> list[dict]:
+                  trust_pickles: bool = False, progress=None,
+                  guard: Guard | None = None) -> list[dict]:
     """Per output: matched by output index or name; unmatched ones are listed too."""
     if not left.exists() or not right.exists():
         missing = left if not left.exists() else right
@@ -226,8 +245,8 @@ def compare_paths(left: Path, right: Path, decimals: int = 4, dtype: str | None 
         if key not in lfiles or key not in rfiles:
             results.append({"output": key, "missing": "left" if key not in lfiles else "right"})
             continue
-        a = open_dump(lfiles[key], dtype, trust_pickles)
-        b = open_dump(rfiles[key], dtype, trust_pickles)
+        a = open_dump(lfiles[key], dtype, trust_pickles, guard)
+        b = open_dump(rfiles[key], dtype, trust_pickles, guard)
         results.append({"output": key, **compare(a, b, decimals,
                                                   (lambda d, t, k=key: progress(k, d, t)) if progress else None)})
     return results

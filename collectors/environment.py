@@ -50,16 +50,27 @@ def read_env_board(path: Path) -> dict[str, tuple[str, int]]:
     return values
 
 
-def march_from_board_files(folders: list[Path], case_folder: Path | None = None):
+def march_from_board_files(folders: list[Path], case_files=None,
+                           case_folder: Path | None = None) -> tuple[str, str] | None:
     """(march, source) from the first .env.board found, or None.
 
     A file in the case folder is named relative to it, so reports do not depend on where
     the case lies; one found elsewhere (the working directory) describes this machine.
+    With ``case_files`` (the case's CaseFiles), a file in the case folder is read only if
+    it lets it through.
     """
+    from .files import ArtifactRefused
     for folder in folders:
         for rel in BOARD_FILES:
             path = folder / rel
-            if not path.is_file():
+            if case_files is not None and folder == folders[0]:
+                if not os.path.lexists(path):
+                    continue
+                try:
+                    path = case_files.check(path, "board")
+                except ArtifactRefused:
+                    continue
+            elif not path.is_file():
                 continue
             values = read_env_board(path)
             for key in _BOARD_KEYS:
@@ -80,15 +91,17 @@ def march_from_variables(environ=os.environ) -> tuple[str, str] | None:
 
 
 def detect_march(case_folder: Path | None, cwd: Path | None = None, environ=os.environ,
-                 use_env: bool = True):
+                 use_env: bool = True, case_files=None):
     """March from .env.board (case folder, then working directory), then variables.
 
     Without ``use_env`` (``--no-env``) only the case folder's own board file counts.
     """
     folders = [case_folder] if case_folder is not None else []
+    files = case_files if case_folder is not None else None
     if not use_env:
-        return march_from_board_files(folders, case_folder)
+        return march_from_board_files(folders, files, case_folder)
     cwd = cwd or Path.cwd()
     if case_folder is None or cwd.resolve() != case_folder.resolve():
         folders.append(cwd)
-    return march_from_board_files(folders, case_folder) or march_from_variables(environ)
+    return (march_from_board_files(folders, files, case_folder)
+            or march_from_variables(environ))

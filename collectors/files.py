@@ -1,12 +1,134 @@
-"""The files of a case folder, for artifact presence (bounded: huge trees are cut)."""
+"""The files of a case folder: listing, and the one gate every artifact read passes.
+
+A case folder comes from someone else, so it is untrusted: an artifact path (given in
+case.yaml or found by discovery) is read only when, with symlinks resolved, it lies in
+the case folder or in a folder opened with ``--allow-outside``, and only when it is a
+regular file within the size cap of its kind. The file type is checked with ``os.stat``
+before anything is opened, so devices and FIFOs never hang or flood a run. Refusals
+never stop a triage: they are recorded and reported as unreadable artifacts.
+"""
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from qcdoctor.engine.errors import QcdoctorError
 
 MAX_FILES = 20000
 _SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules"}
+
+MiB = 1 << 20
+# the largest file of each kind that is read (dumps are streamed in chunks: no cap)
+SIZE_CAPS = {
+    "table": 512 * MiB,        # QuantAnalysis text/CSV tables, fx_graph, model_check_result
+    "pickle": 1024 * MiB,      # .pt files: loaded whole into memory
+    "script": 8 * MiB,         # the compile script
+    "config": 8 * MiB,         # hb_compile YAML
+    "board": 1 * MiB,          # .env.board
+    "sidecar": 1 * MiB,        # JSON beside a raw dump
+    "dump": None,
+}
+
+
+class ArtifactRefused(QcdoctorError):
+    """An artifact that is not read: outside the case, not a regular file, or too large."""
+
+
+@dataclass
+class CaseFiles:
+    """What a run may read of a case folder, and what it did read or refuse."""
+    folder: Path | None
+    allow_outside: tuple[Path, ...] = ()
+    read: set[Path] = field(default_factory=set)           # resolved paths approved
+    refused: dict[str, dict] = field(default_factory=dict)  # shown name -> artifact_problem
+
+    def __post_init__(self):
+        roots = [self.folder] if self.folder is not None else []
+        self._roots = [Path(os.path.realpath(r)) for r in [*roots, *self.allow_outside]]
+
+    def shown(self, path: Path) -> str:
+        """A path as the report shows it: relative to the case folder when inside it."""
+        if self.folder is not None:
+            try:
+                return Path(path).relative_to(self.folder).as_posix() or "."
+            except ValueError:
+                pass
+        return Path(path).as_posix()
+
+    def _refuse(self, path: Path, problem: str, fix: str, source: str | None) -> ArtifactRefused:
+        name = self.shown(path)
+        self.refused.setdefault(name, {"type": "artifact_problem", "file": name,
+                                       "problem": f"{problem} ({fix})"[:300], "partial": False,
+                                       "source": source or name})
+        return ArtifactRefused(problem, file=name, fix=fix)
+
+    def inside(self, path: Path) -> bool:
+        resolved = Path(os.path.realpath(path))
+        return any(resolved == root or resolved.is_relative_to(root) for root in self._roots)
+
+    def folder_path(self, path: Path, source: str | None = None) -> Path:
+        """A folder of artifacts (QuantAnalysis output, dumps), confined like a file."""
+        if not self.inside(path):
+            raise self._refuse(path, "refused: it lies outside the case folder",
+                               "copy it into the case folder, or pass --allow-outside "
+                               "with the folder that holds it", source)
+        return Path(os.path.realpath(path))
+
+    def check(self, path: Path, kind: str, source: str | None = None) -> Path:
+        """The resolved path of an artifact that may be read; ArtifactRefused otherwise."""
+        resolved = self.folder_path(path, source)
+        try:
+            info = os.stat(resolved)
+        except OSError as exc:
+            raise self._refuse(path, f"cannot read it: {exc.strerror or 'not found'}",
+                               "check the path, relative to the case folder", source) from None
+        if not stat.S_ISREG(info.st_mode):
+            raise self._refuse(path, "refused: not a regular file (a folder, device or FIFO)",
+                               "give the path of the file itself", source)
+        cap = SIZE_CAPS[kind]
+        if cap is not None and info.st_size > cap:
+            raise self._refuse(path, f"refused: {info.st_size} bytes, more than the "
+                                     f"{cap // MiB} MiB read for a {kind} file",
+                               "send the file this run needs, not a larger one", source)
+        self.read.add(resolved)
+        return resolved
+
+    def read_bytes(self, path: Path, kind: str, source: str | None = None) -> bytes:
+        """The bytes of a checked artifact, never more than its cap."""
+        resolved = self.check(path, kind, source)
+        cap = SIZE_CAPS[kind]
+        with open(resolved, "rb") as handle:
+            data = handle.read(cap + 1 if cap is not None else -1)
+        if cap is not None and len(data) > cap:
+            raise self._refuse(path, "refused: it grew beyond its size cap while read",
+                               "send a file that is not being written to", source)
+        return data
+
+    def read_text(self, path: Path, kind: str, source: str | None = None,
+                  errors: str = "strict") -> str:
+        return self.read_bytes(path, kind, source).decode("utf-8", errors=errors)
+
+    def problem_facts(self) -> list[dict]:
+        return [self.refused[name] for name in sorted(self.refused)]
+
+
+def walk(folder: Path, max_depth: int | None = None):
+    """os.walk of a case folder that never follows symlinked folders out of it."""
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        depth = len(Path(root).relative_to(folder).parts)
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS
+                         and (max_depth is None or depth < max_depth))
+        yield Path(root), dirs, sorted(files)
+
+
+def find_files(folder: Path, pattern: str) -> list[Path]:
+    """Files (symlinks included, not followed) under ``folder`` whose name matches."""
+    return sorted(Path(root, name) for root, _, files in walk(folder)
+                  for name in files if fnmatch.fnmatch(name, pattern))
 
 
 def list_case_files(folder: Path | None, limit: int = MAX_FILES) -> list[str]:
@@ -14,9 +136,8 @@ def list_case_files(folder: Path | None, limit: int = MAX_FILES) -> list[str]:
     found: list[str] = []
     if folder is None:
         return found
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
-        for name in sorted(files):
+    for root, _, files in walk(folder):
+        for name in files:
             found.append(Path(root, name).relative_to(folder).as_posix())
             if len(found) >= limit:
                 return found

@@ -19,6 +19,12 @@ def _split(value) -> list[str]:
     return [part.strip() for part in str(value).split(";") if part.strip()]
 
 
+def _plain_int(value) -> bool:
+    """ASCII digits only: str.isdigit takes "²", which int() then rejects."""
+    text = str(value)
+    return text.isascii() and text.isdigit()
+
+
 def read_hb_compile(path: Path) -> dict:
     """{march, core_num, inputs: [{input_type_rt, input_type_train, ...}]}."""
     try:
@@ -40,5 +46,5 @@ def read_hb_compile(path: Path) -> dict:
     rows = [{key: (values[i] if i < len(values) else (values[0] if len(values) == 1 else None))
              for key, values in columns.items()} for i in range(count)]
     core = compiler.get("core_num")
-    return {"march": model.get("march"), "core_num": int(core) if str(core).isdigit() else None,
+    return {"march": model.get("march"), "core_num": int(core) if _plain_int(core) else None,
             "inputs": rows}

@@ -17,6 +17,7 @@ from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES, analysis_type
 from .advisor import load_advisor
 from .badcase import spread_fact, worst_indices_from_pt, worst_indices_from_txt
 from .case_file import Case
+from .files import ArtifactRefused, CaseFiles, find_files, walk
 from .fx_graph import Graph, graph_origin, load_graph
 from .model_check import check_model
 from .qa_files import ADVISOR_NAMES, BADCASE_NAMES, COMPARE_NAMES, SENSITIVITY_RE
@@ -39,19 +40,29 @@ def _is_qa_folder(folder: Path) -> bool:
     return bool(names & set(_MARKERS)) or any(SENSITIVITY_RE.match(n) for n in names)
 
 
-def discover(case: Case) -> list[Path]:
-    """QA folders named in artifacts.quant_analysis, else found in the case folder."""
+def discover(case: Case, files: CaseFiles | None = None) -> list[Path]:
+    """QA folders named in artifacts.quant_analysis, else found in the case folder.
+
+    Discovery never descends into symlinked folders; one that leads out of the case is
+    not even listed, and is refused (so reported) instead.
+    """
     if case.folder is None:
         return []
     named = case.get("artifacts", {}).get("quant_analysis")
     if named:
         return [case.folder / n for n in named]
+    files = files or CaseFiles(case.folder)
     found = []
-    for path in sorted(case.folder.rglob("*")):
-        if path.is_dir() and len(path.relative_to(case.folder).parts) <= MAX_DEPTH \
-                and not any(p.startswith(".") for p in path.relative_to(case.folder).parts) \
-                and _is_qa_folder(path):
-            found.append(path)
+    for root, dirs, _ in walk(case.folder, MAX_DEPTH):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for d in dirs:
+            try:
+                files.folder_path(root / d)
+            except ArtifactRefused:
+                continue
+            if _is_qa_folder(root / d):
+                found.append(root / d)
+    found.sort()
     if _is_qa_folder(case.folder):
         found.insert(0, case.folder)
     return found
@@ -100,16 +111,23 @@ def _type_from_content(compare) -> str:
 
 
 def collect_quant_analysis(case: Case, trust_pickles: bool = False,
-                           limits: Thresholds = DEFAULT) -> list[dict]:
+                           limits: Thresholds = DEFAULT, files: CaseFiles | None = None) -> list[dict]:
+    """Facts of the QuantAnalysis outputs; every file is read through ``files``
+    (refusals are recorded there, not returned)."""
+    files = files or CaseFiles(case.folder)
     facts: list[dict] = []
-    graph = _graph(case, facts)
-    for folder in discover(case):
+    graph = _graph(case, facts, files)
+    for folder in discover(case, files):
         rel = _rel(case, folder)
+        try:
+            files.folder_path(folder, case.source("artifacts.quant_analysis"))
+        except ArtifactRefused:
+            continue
         if not folder.is_dir():
             facts.append(_problem(rel, "folder not found", False, case.source("artifacts")))
             continue
-        facts += _folder_facts(case, folder, rel, graph, trust_pickles, limits)
-    facts += _model_check_facts(case)
+        facts += _folder_facts(case, folder, rel, graph, trust_pickles, limits, files)
+    facts += _model_check_facts(case, files)
     return facts
 
 
@@ -118,10 +136,13 @@ def _problem(file: str, problem: str, partial: bool, source: str) -> dict:
             "partial": partial, "source": source}
 
 
-def _read(facts: list[dict], rel: str, reader, *args):
-    """Run a reader; a failure becomes an artifact_problem fact, never an exception."""
+def _read(facts: list[dict], rel: str, reader, path: Path, *args, files: CaseFiles, kind: str):
+    """Run a reader on a file ``files`` lets through; a failure becomes an artifact_problem
+    fact, never an exception (a refusal is recorded by ``files``)."""
     try:
-        return reader(*args)
+        return reader(files.check(path, kind), *args)
+    except ArtifactRefused:
+        return None
     except QcdoctorError as exc:
         facts.append(_problem(rel, exc.problem + (f" ({exc.fix})" if exc.fix else ""), False, rel))
     except (ValueError, OSError, UnicodeDecodeError, IndexError, KeyError) as exc:
@@ -131,28 +152,29 @@ def _read(facts: list[dict], rel: str, reader, *args):
     return None
 
 
-def _folder_facts(case, folder, rel, graph, trust_pickles, limits) -> list[dict]:
+def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> list[dict]:
     # numpy/pandas load only when a case has QuantAnalysis outputs
     from .compare_layers import load_compare, read_layers, row_facts
     from .sensitivity import load_sensitivity, summarise
 
     facts: list[dict] = []
-    files = {p.name: p for p in folder.iterdir() if p.is_file()}
-    compare_path = next((files[n] for n in COMPARE_NAMES if n in files), None)
+    # every entry but folders: a FIFO or symlink among them is refused when read, and listed
+    found = {p.name: p for p in folder.iterdir() if not p.is_dir()}
+    compare_path = next((found[n] for n in COMPARE_NAMES if n in found), None)
     compare = None
     if compare_path is not None:
         crel = f"{rel}/{compare_path.name}" if rel != "." else compare_path.name
-        compare = _read(facts, crel, load_compare, compare_path)
+        compare = _read(facts, crel, load_compare, compare_path, files=files, kind="table")
     kind, baseline, analysis_stage, known = _comparison(case, rel, compare)
-    sens_paths = sorted(p for n, p in files.items() if SENSITIVITY_RE.match(n))
+    sens_paths = sorted(p for n, p in found.items() if SENSITIVITY_RE.match(n))
     # prefer .txt over .pt of the same table
     stems = {p.name.rsplit(".", 1)[0] for p in sens_paths if p.suffix == ".txt"}
     sens_paths = [p for p in sens_paths if p.suffix == ".txt" or p.name.rsplit(".", 1)[0] not in stems]
     facts.append({"type": "qa_folder", "analysis": rel, "comparison": kind,
                   "baseline": baseline, "analysis_stage": analysis_stage, "known_from": known,
                   "has_compare": compare is not None, "has_sensitivity": bool(sens_paths),
-                  "has_advisor": any(n in files for n in ADVISOR_NAMES),
-                  "has_badcase": "badcase.txt" in files or "all_badcase_info.pt" in files,
+                  "has_advisor": any(n in found for n in ADVISOR_NAMES),
+                  "has_badcase": "badcase.txt" in found or "all_badcase_info.pt" in found,
                   "source": rel})
     if compare is not None:
         reading = read_layers(compare, limits)
@@ -164,7 +186,8 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits) -> list[dict]
     top_weight = None
     for path in sens_paths:
         srel = f"{rel}/{path.name}" if rel != "." else path.name
-        sens = _read(facts, srel, load_sensitivity, path, trust_pickles)
+        sens = _read(facts, srel, load_sensitivity, path, trust_pickles, files=files,
+                     kind="pickle" if path.suffix == ".pt" else "table")
         if sens is None:
             continue
         if sens.problems:
@@ -177,9 +200,9 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits) -> list[dict]
         if summary["top_kind"] == "weight":
             top_weight = summary["top_op"]
     for name in ADVISOR_NAMES:
-        if name in files:
+        if name in found:
             arel = f"{rel}/{name}" if rel != "." else name
-            loaded = _read(facts, arel, load_advisor, files[name])
+            loaded = _read(facts, arel, load_advisor, found[name], files=files, kind="table")
             if loaded:
                 rows, problems = loaded
                 if problems:
@@ -189,14 +212,16 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits) -> list[dict]
                            "message": (r["info"] or r["advice"])[:200],
                            "source": f"{arel} line {r['line']}"} for r in rows]
             break
-    if "badcase.txt" in files:
+    if "badcase.txt" in found:
         brel = f"{rel}/badcase.txt" if rel != "." else "badcase.txt"
-        indices = _read(facts, brel, worst_indices_from_txt, files["badcase.txt"])
+        indices = _read(facts, brel, worst_indices_from_txt, found["badcase.txt"], files=files,
+                        kind="table")
         if indices:
             facts.append(spread_fact(indices, rel, brel))
-    elif "all_badcase_info.pt" in files:
+    elif "all_badcase_info.pt" in found:
         brel = f"{rel}/all_badcase_info.pt" if rel != "." else "all_badcase_info.pt"
-        indices = _read(facts, brel, worst_indices_from_pt, files["all_badcase_info.pt"], trust_pickles)
+        indices = _read(facts, brel, worst_indices_from_pt, found["all_badcase_info.pt"],
+                        trust_pickles, files=files, kind="pickle")
         if indices:
             facts.append(spread_fact(indices, rel, brel))
     if top_weight:
@@ -204,7 +229,7 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits) -> list[dict]
             stat = folder / side / "statistic.txt"
             if stat.is_file():
                 srel = f"{rel}/{side}/statistic.txt"
-                rows = _read(facts, srel, load_statistic, stat)
+                rows = _read(facts, srel, load_statistic, stat, files=files, kind="table")
                 fact = weight_fact(rows or [], top_weight, rel, srel)
                 if fact and math.isfinite(fact["min"]) and math.isfinite(fact["max"]):
                     facts.append(fact)
@@ -212,18 +237,18 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits) -> list[dict]
     return facts
 
 
-def _graph(case: Case, facts: list[dict]) -> Graph | None:
+def _graph(case: Case, facts: list[dict], files: CaseFiles) -> Graph | None:
     if case.folder is None:
         return None
     named = case.get("artifacts", {}).get("fx_graph")
-    path = case.folder / named if named else next(iter(sorted(case.folder.rglob("fx_graph*.txt"))), None)
+    path = case.folder / named if named else next(iter(find_files(case.folder, "fx_graph*.txt")), None)
     if path is None:
         return None
     rel = _rel(case, path)
-    if not path.is_file():
+    if not os.path.lexists(path):
         facts.append(_problem(rel, "file not found", False, case.source("artifacts.fx_graph")))
         return None
-    loaded = _read(facts, rel, load_graph, path)
+    loaded = _read(facts, rel, load_graph, path, files=files, kind="table")
     if loaded is None:
         return None
     graph, hints = loaded
@@ -253,18 +278,18 @@ def _graph_origin_facts(compare, reading, graph, rel, crel, limits) -> list[dict
              "source": f"{crel} row {int(frame['_index'].iat[position])}"}]
 
 
-def _model_check_facts(case: Case) -> list[dict]:
+def _model_check_facts(case: Case, files: CaseFiles) -> list[dict]:
     if case.folder is None:
         return []
     named = case.get("artifacts", {}).get("model_check_result")
-    paths = [case.folder / named] if named else sorted(case.folder.rglob("model_check_result*.txt"))
+    paths = [case.folder / named] if named else find_files(case.folder, "model_check_result*.txt")
     facts: list[dict] = []
     for path in paths:
         rel = _rel(case, path)
-        if not path.is_file():
+        if not os.path.lexists(path):
             facts.append(_problem(rel, "file not found", False, case.source("artifacts")))
             continue
-        found = _read(facts, rel, check_model, path) or []
+        found = _read(facts, rel, check_model, path, files=files, kind="table") or []
         by_kind: dict[str, list[dict]] = {}
         for item in found:
             by_kind.setdefault(item["kind"], []).append(item)

@@ -6,7 +6,14 @@ Versions compare as PEP 440 (``packaging.version``): ``4.4.2rc1`` is below ``4.4
 
 from __future__ import annotations
 
+import re
+
 from packaging.version import InvalidVersion, Version
+
+# A version as pip prints it. The former ``^\d+(\.\d+)*([.+-]?[0-9A-Za-z][0-9A-Za-z.+-]*)?$``
+# let its parts match the same characters, so a failing match took quadratic time; this
+# one takes the same strings with one way to match each (a single leading digit).
+VERSION_RE = re.compile(r"\d(?:[.+\-]?[0-9A-Za-z][0-9A-Za-z.+\-]*)?\Z")
 
 # package -> (minimum, how binding it is)
 REQUIREMENTS = {"hbdk4-compiler": ("4.4.2", "hard"),

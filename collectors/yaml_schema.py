@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from dataclasses import dataclass, field
 
 import yaml
 
 from qcdoctor.engine.errors import QcdoctorError
+
+from .versions import VERSION_RE
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _NULL_TAG = "tag:yaml.org,2002:null"
@@ -135,16 +136,13 @@ class Number(Spec):
         return value
 
 
-_VERSION_RE = re.compile(r"^\d+(\.\d+)*([.+\-]?[0-9A-Za-z][0-9A-Za-z.+\-]*)?$")
-
-
 @dataclass
 class Version(Spec):
     doc: str = "version such as 3.1.5"
 
     def read(self, node, key, ctx):
         raw = self._scalar(node, key, ctx, "a version")
-        if not _VERSION_RE.match(raw):
+        if not VERSION_RE.match(raw):
             ctx.fail(node, key, f"{raw!r} is not a version", "write it as printed by pip, e.g. 4.4.1")
         return raw
 

@@ -39,12 +39,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="allow .pt files that need full unpickling (can run code: only for "
                         "files you trust)")
     t.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
+    _allow_outside(t)
 
     i = sub.add_parser("intake", help="guided questions that build CASE/case.yaml")
     i.add_argument("case", nargs="?", default=".", help="case folder (default: here)")
     i.add_argument("--lang", choices=("zh", "en"), help="question language (default: the case's, else zh)")
     i.add_argument("--answers", metavar="FILE",
                    help="answers by question key (e.g. platform.chip: J6E), for scripted use")
+    _allow_outside(i)
 
     a = sub.add_parser("audit", help="the deployment checklist of a case, item by item")
     a.add_argument("case", nargs="?", help="case folder (with case.yaml) or a case.yaml")
@@ -58,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--trust-pickles", action="store_true",
                    help="allow .pt dumps that need full unpickling")
     a.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
+    _allow_outside(a)
 
     cmp = sub.add_parser("compare", help="compare two tensor dumps (files or folders of outputs)")
     cmp.add_argument("left", help="dump file or folder (.npy, .pt, .bin)")
@@ -77,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--trust-pickles", action="store_true",
                    help="allow .pt files that need full unpickling")
     c.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
+    _allow_outside(c)
 
     r = sub.add_parser("rules", help="list the rules or explain one")
     rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
@@ -90,6 +94,17 @@ def _parser() -> argparse.ArgumentParser:
     re_.add_argument("rule_id")
     re_.add_argument("--lang", choices=("zh", "en"), default="en")
     return p
+
+
+def _allow_outside(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--allow-outside", metavar="PATH", action="append", default=[],
+                         help="also read artifacts in this folder outside the case folder "
+                              "(repeatable; by default nothing outside the case is read)")
+
+
+def _case_files(folder: Path | None, args):
+    from qcdoctor.collectors.files import CaseFiles
+    return CaseFiles(folder, tuple(Path(p) for p in args.allow_outside))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,10 +127,33 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a bug: say so briefly, keep the trace on demand
         if os.environ.get("QCDOCTOR_DEBUG"):
             raise
-        print(f"qcdoctor: internal error: {type(exc).__name__}: {exc}\n"
+        from .errors import shorten
+        print(f"qcdoctor: internal error: {type(exc).__name__}: {shorten(exc)}\n"
               "  please report it with the case; QCDOCTOR_DEBUG=1 shows the traceback",
               file=sys.stderr)
         return EXIT_ERROR
+
+
+def _same_file(target: Path, inputs: list[Path]) -> bool:
+    """Whether ``target`` is one of ``inputs``: the same path once resolved, or a hard link."""
+    resolved = target.resolve()
+    try:
+        info = os.stat(target)
+        identity = (info.st_dev, info.st_ino)
+    except OSError:
+        identity = None
+    for path in inputs:
+        if not os.path.lexists(path):
+            continue
+        if path.resolve() == resolved:
+            return True
+        try:
+            other = os.stat(path)
+        except OSError:
+            continue
+        if identity == (other.st_dev, other.st_ino):
+            return True
+    return False
 
 
 def _emit(text: str, output: str | None, protected: list[Path]) -> None:
@@ -125,9 +163,12 @@ def _emit(text: str, output: str | None, protected: list[Path]) -> None:
     from .atomic import write_text_atomic
     from .errors import QcdoctorError
     target = Path(output)
-    if any(target.resolve() == p.resolve() for p in protected if p.exists()):
+    if _same_file(target, protected):
         raise QcdoctorError("refusing to overwrite an input of this run", file=output,
                             fix="write the report to another file")
+    if target.is_dir():
+        raise QcdoctorError("this is a folder", file=output,
+                            fix="give a file name for the report, e.g. report.md")
     if not target.parent.exists() and str(target.parent) not in ("", "."):
         raise QcdoctorError("the folder for the report does not exist", file=output,
                             fix=f"create {target.parent} first")
@@ -151,12 +192,18 @@ def _diagnose_and_emit(args, audit: bool) -> int:
     if args.example:
         from .examples import example_path
         with example_path(args.example) as path:
-            report = triage_path(path, display_path=f"example:{args.example}", **options)
+            report = triage_path(path, display_path=f"example:{args.example}",
+                                 case_files=_case_files(path, args), **options)
         protected = []
     else:
-        report = triage_path(args.case, **options)
-        case = Path(args.case)
-        protected = [case / "case.yaml" if case.is_dir() else case]
+        from qcdoctor.collectors.case_file import load_case
+
+        from .triage import triage_case
+        case = load_case(args.case)
+        files = _case_files(case.folder, args)
+        report = triage_case(case, case_files=files, **options)
+        # never over case.yaml nor any file this run read (script, config, tables, ...)
+        protected = [case.file, *sorted(files.read)]
     _emit(render(report, args.format, audit=audit), args.output, protected)
     if args.fail_on != "never" and max_severity(report) >= SEVERITY_RANK[args.fail_on]:
         return EXIT_FINDINGS
@@ -190,7 +237,8 @@ def _cmd_intake(args, parser) -> int:
         if existing.is_file():
             from qcdoctor.collectors.case_file import load_case
             lang = load_case(existing).get("language", "zh")
-    intake = Intake(folder, prompter, lang=lang, strict=strict)
+    intake = Intake(folder, prompter, lang=lang, strict=strict,
+                    allow_outside=tuple(Path(p) for p in args.allow_outside))
     try:
         intake.run()
     except KeyboardInterrupt:
@@ -249,8 +297,9 @@ def _cmd_collect(args, parser) -> int:
     from qcdoctor.collectors.case_facts import collect_facts
     from qcdoctor.collectors.case_file import load_case
 
-    facts = collect_facts(load_case(args.case), trust_pickles=args.trust_pickles,
-                          use_env=not args.no_env)
+    case = load_case(args.case)
+    facts = collect_facts(case, trust_pickles=args.trust_pickles, use_env=not args.no_env,
+                          files=_case_files(case.folder, args))
     if args.format == "json":
         print(json.dumps(facts, ensure_ascii=False, indent=2))
         return EXIT_OK

@@ -116,8 +116,9 @@ def _text(rule: Rule, key: str, lang: str, bindings: dict) -> str:
 
 
 def _fill(value, bindings):
+    """The rule's structured outputs (action ids, op lists, layers) with facts filled in."""
     if isinstance(value, str) and "{" in value:
-        return render(value, bindings)
+        return render(value, bindings, for_display=False)
     if isinstance(value, dict):
         return {k: _fill(v, bindings) for k, v in value.items()}
     if isinstance(value, list):

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+# a bad value can be megabytes long: a message shows its start and end, never all of it
+MAX_PART = 300
+
+
+def shorten(text: str, limit: int = MAX_PART) -> str:
+    """``text`` cut in the middle to about ``limit`` characters, saying how much was left out."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    return f"{text[:head]} … [{len(text) - head - tail} characters left out] … {text[-tail:]}"
+
 
 class QcdoctorError(Exception):
     """Bad input or usage: printed without a traceback, exit code 2."""
 
     def __init__(self, problem: str, *, file: str | None = None, line: int | None = None,
                  key: str | None = None, fix: str | None = None):
-        self.problem = problem
-        self.file = file
+        self.problem = shorten(problem)
+        self.file = shorten(file) if file else file
         self.line = line
-        self.key = key
-        self.fix = fix
+        self.key = shorten(key) if key else key
+        self.fix = shorten(fix) if fix else fix
         super().__init__(self.render())
 
     def render(self) -> str:

@@ -8,10 +8,13 @@ value, so a second run resumes where the first stopped.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from qcdoctor.collectors.case_file import parse_case
 from qcdoctor.collectors.environment import THIS_MACHINE
+from qcdoctor.collectors.files import CaseFiles
 
 from .case_document import CaseDocument
 from .errors import QcdoctorError
@@ -27,8 +30,9 @@ REPORT_FILE = "qcdoctor-report.md"
 
 class Intake:
     def __init__(self, folder: Path, prompter, lang: str = "zh", environ=None, installed=None,
-                 strict: bool = False):
+                 strict: bool = False, allow_outside: tuple[Path, ...] = ()):
         self.folder = Path(folder)
+        self.allow_outside = tuple(allow_outside)
         self.prompter = prompter
         self.lang = lang
         self.environ = environ
@@ -47,7 +51,8 @@ class Intake:
     def report(self) -> dict:
         case = parse_case(self.doc.text(), self.doc.path, self.folder)
         return triage_case(case, lang=self.lang, environ=self.environ,
-                           installed=self.installed, cwd=self.folder)
+                           installed=self.installed, cwd=self.folder,
+                           case_files=CaseFiles(self.folder, self.allow_outside))
 
     def _known_metric(self) -> str | None:
         stages = self.doc.get("stages") or {}
@@ -204,8 +209,12 @@ class Intake:
         from .atomic import write_text_atomic
         from .report import render
         path = self.folder / REPORT_FILE
-        if path.exists():
-            first = path.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
+        if os.path.lexists(path):
+            # a symlink, FIFO or device with that name is not ours: never opened
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                return None
+            with open(path, "rb") as handle:
+                first = handle.readline(4096).decode("utf-8", errors="replace").rstrip("\n")
             if not any(first.startswith("# " + labels()[lang]["title"]) for lang in ("zh", "en")):
                 return None                      # not ours: never overwritten
         write_text_atomic(path, render(report, "md"))

@@ -143,7 +143,7 @@ class TerminalPrompter(LinePrompter):
                     drawn = 0
                 elif key == b"\x04":
                     return Reply("stop")
-                elif key.isdigit() and 1 <= int(key) <= len(options):
+                elif key.isascii() and key.isdigit() and 1 <= int(key) <= len(options):
                     cursor = int(key) - 1
         finally:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
@@ -166,6 +166,10 @@ class ScriptedPrompter:
             data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
         except OSError as exc:
             raise QcdoctorError(f"cannot read the answers file: {exc.strerror}", file=str(path)) from None
+        except UnicodeDecodeError as exc:
+            line = self.path.read_bytes()[:exc.start].count(b"\n") + 1
+            raise QcdoctorError(f"not UTF-8 text (byte {exc.start})", file=str(path), line=line,
+                                fix="save the answers file as UTF-8") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise QcdoctorError("the answers file is not valid YAML", file=str(path),

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from qcdoctor.collectors.versions import VERSION_RE
+
 from .fact_types import STAGES
 from .rulebook import question_topics
 from .vocabulary import STAGE_LABELS
@@ -18,7 +20,6 @@ STATUS_WORDS = {"normal": "normal", "ok": "normal", "正常": "normal", "abnorma
                 "bad": "abnormal", "异常": "abnormal", "unknown": "unknown", "未知": "unknown"}
 YES = {"y", "yes", "true", "是", "1", "能", "可以"}
 NO = {"n", "no", "false", "否", "0", "不能", "不可以"}
-_VERSION = re.compile(r"^\d+(\.\d+)*([.+\-]?[0-9A-Za-z][0-9A-Za-z.+\-]*)?$")
 
 
 class AnswerError(ValueError):
@@ -87,7 +88,7 @@ class Question:
                 raise AnswerError("需要 1 个或 3 个数" if zh else "give 1 or 3 numbers")
             return values
         if self.type == "version":
-            if not _VERSION.match(text):
+            if not VERSION_RE.match(text):
                 raise AnswerError("版本形如 4.4.2" if zh else "a version looks like 4.4.2")
             return text
         if self.type == "path":
@@ -103,7 +104,7 @@ class Question:
 
     def _choice(self, text: str, zh: bool):
         options = [str(c) for c in self.choices]
-        if text.isdigit() and str(int(text)) not in options and 1 <= int(text) <= len(options):
+        if text.isascii() and text.isdigit() and str(int(text)) not in options and 1 <= int(text) <= len(options):
             return self.choices[int(text) - 1]
         for option, value in zip(options, self.choices, strict=True):
             if text.lower() == option.lower():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from functools import lru_cache
@@ -14,6 +13,7 @@ from qcdoctor.collectors.environment import THIS_MACHINE
 
 from .fact_types import STAGES
 from .templating import new_environment, render_template
+from .text import render as fill
 from .vocabulary import CONCLUSION_LABELS, is_deployment_problem, stage_label
 
 FORMATS = ("md", "html", "json")
@@ -53,19 +53,79 @@ def source_text(source: str, lang: str) -> str:
 def from_this_machine(fact: dict) -> bool:
     return str(fact.get("source", "")).startswith(THIS_MACHINE)
 
+# control characters (terminal escapes) and bidirectional overrides in case text would
+# act on the reader's terminal or reorder what is shown: they are shown as U+FFFD
+_HIDDEN = {c: "\ufffd" for c in [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
+                                  *range(0x2066, 0x206a)]}
+
 
 def _one_line(value) -> str:
-    return " ".join(str(value).split())
+    return " ".join(str(value).split()).translate(_HIDDEN)
 
 
-def _filters(for_html: bool) -> dict:
-    """``t`` user text, ``c`` inline code, ``cell`` table cell: escaped once for HTML."""
-    if for_html:
-        return {"t": lambda v: html.escape(_one_line(v)),
-                "c": lambda v: f"<code>{html.escape(_one_line(v))}</code>",
-                "cell": lambda v: html.escape(_one_line(v)).replace("|", "&#124;")}
-    return {"t": _one_line, "c": lambda v: f"`{_one_line(v).replace('`', chr(39))}`",
-            "cell": lambda v: _one_line(v).replace("|", "\\|")}
+# Every string from a case reaches the reports through the filters below, so that no
+# renderer (a Markdown viewer, or Python-Markdown for --format html) ever takes user
+# text for markup: & and < become entities (no tag, no entity can start), Markdown
+# specials are backslashed (only escapes both CommonMark and Python-Markdown honour:
+# "[" is enough to stop links and images), and code stays code.
+_ENTITIES = {"&": "&amp;", "<": "&lt;", "~": "&#126;"}
+_BACKSLASHED = set("\\`*[")
+_LINE_START = re.compile(r"^([#+>-]|\d+[.)])")
+
+
+def _md_prose(text: str, at_start: bool = True, cell: bool = False) -> str:
+    out = []
+    for i, ch in enumerate(text):
+        if ch in _ENTITIES:
+            out.append(_ENTITIES[ch])
+        elif ch in _BACKSLASHED or (cell and ch == "|"):
+            out.append("\\" + ch)
+        elif ch == "_" and not (0 < i < len(text) - 1 and text[i - 1].isalnum()
+                                and text[i + 1].isalnum()):
+            out.append("\\_")                 # intraword _ is never emphasis
+        else:
+            out.append(ch)
+    escaped = "".join(out)
+    if at_start:                               # a list item or heading only at the start
+        escaped = _LINE_START.sub(lambda m: m.group(1)[:-1] + "\\" + m.group(1)[-1], escaped)
+    return escaped
+
+
+def md_text(value, cell: bool = False) -> str:
+    """User text: every character shown as it is."""
+    return _md_prose(_one_line(value), cell=cell)
+
+
+def md_message(value, cell: bool = False) -> str:
+    """A rendered rule message: its `code` spans (values in them cannot hold a backtick,
+    see engine/text.py) stay code; everything else is shown as it is."""
+    parts = _one_line(value).split("`")
+    if len(parts) % 2 == 0:                    # unbalanced: no code at all
+        return md_text(value, cell)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 and part.strip() and not (cell and "|" in part):
+            out.append(f"`{part}`")            # code span content is literal everywhere
+        elif i % 2:
+            out.append(_md_prose(f"`{part}`", at_start=False, cell=cell))
+        else:
+            out.append(_md_prose(part, at_start=i == 0, cell=cell))
+    return "".join(out)
+
+
+def md_code(value) -> str:
+    return f"`{_one_line(value).replace('`', chr(39))}`"
+
+
+def md_fenced(code: str, lang: str = "python") -> str:
+    """A fenced block no line of ``code`` can close: the fence outruns its backticks."""
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{code}{fence}"
+
+
+FILTERS = {"t": md_message, "u": md_text, "c": md_code, "fenced": md_fenced,
+           "cell": lambda v: md_message(v, cell=True)}
 
 
 def _facts_of(report: dict, ftype: str) -> list[dict]:
@@ -158,16 +218,19 @@ def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:
         lines = []
         origin, kind, worst = one("layer_origin"), one("error_kind"), one("layer_worst")
         if origin:
-            lines.append(L["qa"]["origin"].format(**{**origin, "pattern": id_words(origin["pattern"], lang)},
-                                                  where=source_text(origin["source"], lang)))
+            lines.append(fill(L["qa"]["origin"],
+                              {**origin, "pattern": id_words(origin["pattern"], lang),
+                               "where": source_text(origin["source"], lang)}, lang))
         elif one("layer_table"):
-            lines.append(L["qa"]["no_origin"].format(**one("layer_table")))
+            lines.append(fill(L["qa"]["no_origin"], one("layer_table"), lang))
         if kind and kind["kind"] != "unclear":
-            lines.append(L["qa"]["kind_" + kind["kind"]].format(**kind))
+            lines.append(fill(L["qa"]["kind_" + kind["kind"]], kind, lang))
         if worst and worst["has_origin"] and not worst["is_origin"]:
-            lines.append(L["qa"]["worst"].format(**worst, where=source_text(worst["source"], lang)))
+            lines.append(fill(L["qa"]["worst"],
+                              {**worst, "where": source_text(worst["source"], lang)}, lang))
         for sens in (f for f in _facts_of(report, "sensitivity_summary") if f["analysis"] == name):
-            lines.append(L["qa"]["sensitivity"].format(**sens, where=source_text(sens["source"], lang)))
+            lines.append(fill(L["qa"]["sensitivity"],
+                              {**sens, "where": source_text(sens["source"], lang)}, lang))
         comparison = folder["comparison"]
         if folder["baseline"]:
             comparison += (f"{L['colon']}{stage_label(folder['baseline'], lang)}{L['versus']}"
@@ -227,20 +290,20 @@ def _consistency_line(report: dict, L: dict) -> str:
     return text
 
 
-@lru_cache(maxsize=2)
-def _markdown_environment(for_html: bool):
-    return new_environment(filters=_filters(for_html))
+@lru_cache(maxsize=1)
+def _markdown_environment():
+    return new_environment(filters=FILTERS)
 
 
-def render_markdown(report: dict, for_html: bool = False) -> str:
-    template = _markdown_environment(for_html).get_template("report.md.j2")
+def render_markdown(report: dict) -> str:
+    template = _markdown_environment().get_template("report.md.j2")
     return template.render(**view_model(report))
 
 
 DEPLOY_FINDING_PREFIXES = ("DP",)
 
 
-def render_audit_markdown(report: dict, for_html: bool = False) -> str:
+def render_audit_markdown(report: dict) -> str:
     view = view_model(report)
     counts = {s: sum(c["status"] == s for c in report["checklist"])
               for s in ("pass", "fail", "unknown", "not_applicable")}
@@ -248,14 +311,14 @@ def render_audit_markdown(report: dict, for_html: bool = False) -> str:
                 deploy_findings=[f for f in report["findings"]
                                  if f["rule"].startswith(DEPLOY_FINDING_PREFIXES)],
                 unknown_items=[c for c in report["checklist"] if c["status"] == "unknown"])
-    return _markdown_environment(for_html).get_template("audit.md.j2").render(**view)
+    return _markdown_environment().get_template("audit.md.j2").render(**view)
 
 
 def render_html(report: dict, markdown_text: str | None = None) -> str:
     import markdown  # only HTML output needs it
 
     body = markdown.markdown(markdown_text if markdown_text is not None else
-                             render_markdown(report, for_html=True),
+                             render_markdown(report),
                              extensions=["tables", "fenced_code"])
     title = labels()[report["language"]]["title"]
     return render_template("report.html.j2", autoescape=True, body=body, title=title,
@@ -271,7 +334,7 @@ def render(report: dict, fmt: str, audit: bool = False) -> str:
         return render_json(report)
     if audit:
         if fmt == "html":
-            return render_html(report, render_audit_markdown(report, for_html=True))
+            return render_html(report, render_audit_markdown(report))
         return render_audit_markdown(report)
     if fmt == "html":
         return render_html(report)

@@ -17,11 +17,13 @@ def _load(name: str):
     return node.read_text(encoding="utf-8")
 
 
-def new_environment(autoescape: bool = False, filters: dict | None = None) -> jinja2.Environment:
-    """A separate environment (overlays would share and leak their filters)."""
+def new_environment(autoescape: bool = False, filters: dict | None = None,
+                    finalize=None) -> jinja2.Environment:
+    """A separate environment (overlays would share and leak their filters);
+    ``finalize`` turns every ``{{ }}`` value into its text."""
     env = jinja2.Environment(loader=jinja2.FunctionLoader(_load), autoescape=autoescape,
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True, keep_trailing_newline=True)
+                             lstrip_blocks=True, keep_trailing_newline=True, finalize=finalize)
     env.filters.update(filters or {})
     return env
 

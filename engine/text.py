@@ -11,9 +11,10 @@ from .vocabulary import CONCLUSION_LABELS, stage_label
 
 
 class _Formatter(string.Formatter):
-    def __init__(self, lang: str):
+    def __init__(self, lang: str, for_display: bool = True):
         super().__init__()
         self.lang = lang
+        self.for_display = for_display
 
     def get_field(self, field_name, args, kwargs):
         name, _, rest = field_name.partition(".")
@@ -35,24 +36,30 @@ class _Formatter(string.Formatter):
     def format_field(self, value, format_spec):
         if isinstance(value, float) and not format_spec:
             return f"{value:.6g}"
-        return super().format_field(value, format_spec)
+        text = super().format_field(value, format_spec)
+        # in a message shown to people, a value never carries a backtick: the message's
+        # `code` spans are the rule's own, so reports keep them as code and show
+        # everything else as plain text
+        return text.replace("`", "'") if self.for_display else text
 
 
-_FORMATTERS = {lang: _Formatter(lang) for lang in ("zh", "en")}
+_FORMATTERS = {(lang, shown): _Formatter(lang, shown)
+               for lang in ("zh", "en") for shown in (True, False)}
 
 
 # a space a field left between two Chinese characters ("板端 异常")
 _CJK_SPACE = re.compile(r"(?<=[\u4e00-\u9fff]) (?=[\u4e00-\u9fff])")
 
 
-def render(template: str, bindings: dict, lang: str = "en") -> str:
-    """Fill a message; a missing field is shown as '?' rather than failing the report."""
-    formatter = _FORMATTERS[lang]
+def render(template: str, bindings: dict, lang: str = "en", for_display: bool = True) -> str:
+    """Fill a message (``for_display``) or a value such as an op list for generated code;
+    a missing field is shown as '?' rather than failing the report."""
+    formatter = _FORMATTERS[lang, for_display]
     try:
         text = formatter.vformat(template, (), bindings)
     except (KeyError, AttributeError, IndexError, ValueError):
         text = formatter.vformat(template, (), _Lenient(bindings))
-    return _CJK_SPACE.sub("", text) if lang == "zh" else text
+    return _CJK_SPACE.sub("", text) if lang == "zh" and for_display else text
 
 
 class _Lenient(dict):

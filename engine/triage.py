@@ -6,7 +6,7 @@ from pathlib import Path
 
 from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.collectors.case_file import Case, load_case
-from qcdoctor.collectors.files import list_case_files
+from qcdoctor.collectors.files import CaseFiles, list_case_files
 
 from .diagnose import build_report, bundled_runner, run_rules
 from .runner import EngineFailure, RuleRunner
@@ -31,11 +31,15 @@ def case_context(case: Case, facts: list[dict]) -> dict:
 def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | None = None,
                 environ=None, cwd: Path | None = None, installed: dict | None = None,
                 display_path: str | None = None, trust_pickles: bool = False,
-                full_checklist: bool = False, progress=None, use_env: bool = True) -> dict:
+                full_checklist: bool = False, progress=None, use_env: bool = True,
+                case_files: CaseFiles | None = None) -> dict:
+    """``case_files`` says what may be read (default: the case folder only) and keeps
+    what was read, so callers can protect those files."""
     runner = runner or bundled_runner()
     runner.warm()           # the engine worker starts while the facts are collected
     facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
-                          trust_pickles=trust_pickles, progress=progress, use_env=use_env)
+                          trust_pickles=trust_pickles, progress=progress, use_env=use_env,
+                          files=case_files or CaseFiles(case.folder))
     try:
         hits = run_rules(facts, runner)
     except EngineFailure as failure:

@@ -62,6 +62,7 @@ def english_left(report: dict, text: str) -> set[str]:
     text = re.sub(r"```.*?```", "", text, flags=re.S)          # generated code
     text = re.sub(r"`[^`\n]*`", "", text)                      # inline code
     text = re.sub(r"<[^>]+>", "", text)                        # <br> in tables
+    text = re.sub(r"\\([\\`*_\[\]#+\-.!|>])", r"\1", text)  # Markdown escapes of user text
     text = re.sub(r"[\w./-]+\.yaml(:\d+)? \([^)]*\)", "", text)   # case.yaml:12 (stages.x)
     text = "\n".join(line for line in text.splitlines() if not line.startswith("依据的规则"))
     found = set()
