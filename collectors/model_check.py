@@ -33,7 +33,7 @@ def check_model(path: Path) -> list[dict]:
         elif text.startswith("Each module called times"):
             table = simple_table(lines, i + 1)
             for at, cells in (table[2] if table else []):
-                if len(cells) >= 2 and cells[1].isdigit():
+                if len(cells) >= 2 and cells[1].isascii() and cells[1].isdigit():
                     times = int(cells[1])
                     if times == 0:
                         add("called_zero", cells[0], "called 0 times", at)

@@ -167,9 +167,9 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits) -> list[dict]
         sens = _read(facts, srel, load_sensitivity, path, trust_pickles)
         if sens is None:
             continue
+        summary = summarise(sens, rel, srel, limits)
         if sens.problems:
             facts.append(_problem(srel, "; ".join(sens.problems[:5]), True, srel))
-        summary = summarise(sens, rel, srel, limits)
         if summary is None:
             facts.append(_problem(srel, "no usable rows", True, srel))
             continue
