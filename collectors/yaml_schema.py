@@ -291,29 +291,33 @@ def _check_size(text: str, file: str) -> None:
                                            "(tables, logs) as separate files")
 
 
-def load_plain(text: str, file: str):
-    """A YAML document as Python values, within the limits (answers and config files)."""
+def _load(text: str, file: str, single):
     _check_size(text, file)
-    loader = BoundedLoader(text)
+    loader = None
     try:
-        return loader.get_single_data()
+        loader = BoundedLoader(text)        # checks the characters first
+        return single(loader)
+    except yaml.reader.ReaderError as exc:
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character[:1] or "?")
+        raise QcdoctorError(f"not valid YAML: the character U+{char:04X} is not allowed in "
+                            "YAML text", file=file, line=text.count("\n", 0, exc.position) + 1,
+                            fix="remove control characters; save the file as plain text") from None
     except (_Refused, yaml.YAMLError) as exc:
         raise _yaml_error(exc, file) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
+
+
+def load_plain(text: str, file: str):
+    """A YAML document as Python values, within the limits (answers and config files)."""
+    return _load(text, file, lambda loader: loader.get_single_data())
 
 
 def load_document(text: str, file: str, spec: Mapping) -> tuple[dict, dict[str, int]]:
     """Compose ``text`` and read it with ``spec``: (values, key path -> line)."""
     ctx = _Ctx(file)
-    _check_size(text, file)
-    loader = BoundedLoader(text)
-    try:
-        node = loader.get_single_node()
-    except (_Refused, yaml.YAMLError) as exc:
-        raise _yaml_error(exc, file) from None
-    finally:
-        loader.dispose()
+    node = _load(text, file, lambda loader: loader.get_single_node())
     if node is None or _is_null(node):
         return {}, {}
     return spec.read(node, "", ctx), ctx.lines
