@@ -205,12 +205,15 @@ def psql_tables(lines: list[str]) -> list[tuple[int, list[str], list[tuple[int, 
 _DASHES = re.compile(r"-+")
 
 
-def simple_table(lines: list[str], start: int = 0):
+def simple_table(lines: list[str], start: int = 0, within: int | None = None):
     """A tabulate 'simple' table from ``start``: (header, [(line, cells)]) or None.
 
     The dashed underline gives the column spans; the last column runs to the line end.
+    ``within``: the header must start in that many lines (a table right under its title),
+    so that many titles in one file cost no rescans of the rest.
     """
-    for i in range(start, len(lines) - 1):
+    end = len(lines) - 1 if within is None else min(len(lines) - 1, start + within)
+    for i in range(start, end):
         under = lines[i + 1]
         if under.strip() and set(under.strip()) <= {"-", " "} and "-" in under \
                 and lines[i].strip() and not set(lines[i].strip()) <= {"-", " "}:

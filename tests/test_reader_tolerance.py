@@ -42,3 +42,13 @@ def test_called_times_that_are_not_ascii_digits_are_ignored(tmp_path):
     path.write_text(path.read_text().replace("  2\n", "  ²\n", 1))
     found = check_model(path)
     assert [f["kind"] for f in found if f["module"] in ("a", "b")] == ["called_zero"]
+
+
+def test_repeated_section_titles_do_not_rescan_the_file(tmp_path):
+    import time
+    path = tmp_path / "model_check_result.txt"
+    path.write_text("Fusable modules are listed below:\n" * 20_000 +
+                    "Each module called times:\n" * 20_000, encoding="utf-8")
+    start = time.perf_counter()
+    assert check_model(path) == []
+    assert time.perf_counter() - start < 5          # each title used to scan to the end
