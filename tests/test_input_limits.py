@@ -48,6 +48,7 @@ def _refused(text: str) -> QcdoctorError:
     (HEAD + "title: " + "x" * (limits.TEXT_CHARS + 1) + "\n", 2,
      f"limit: {limits.TEXT_CHARS:,} per value"),
     (HEAD + 'title: "bad \\ud800 text"\n', 2, "lone surrogate"),
+    (HEAD + "title: a\x1fb\n", 2, "U+001F is not allowed"),
     (LAUGHS, None, f"more than {limits.YAML_NODES:,} values, aliases expanded"),
     (HEAD + "symptom: |\n" + "  line\n" * 300_000, None,
      f"larger than the {limits.size_text(limits.CASE_FILE_BYTES)} limit"),
