@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
 from qcdoctor.engine.cli import main
@@ -80,6 +80,8 @@ def triage_survives(case: Path, named: str, what: str) -> dict | None:
     assert "internal error" not in result.err and "Traceback" not in result.err, result.err
     assert result.seconds < SECONDS_PER_INPUT, f"{result.seconds:.1f} s for one input"
     assert result.code in (0, 2), (result.code, result.err)
+    if currently_in_test_context():                # --hypothesis-show-statistics counts them
+        event(f"{what}: exit {result.code}")
     if result.code == 2:
         assert named in result.err and "qcdoctor: error:" in result.err, result.err
         return None
@@ -151,15 +153,13 @@ def _mutation(draw, text: str) -> str:
 
 
 def mutated(text: str, most: int = 4):
-    return st.integers(1, most).flatmap(
-        lambda n: st.just(text) if n == 0 else _chain(text, n))
-
-
-def _chain(text: str, n: int):
-    strategy = st.just(text)
-    for _ in range(n):
-        strategy = strategy.flatmap(lambda t: _mutation(t))
-    return strategy
+    """``text`` after one to ``most`` mutations, each applied to the result of the last."""
+    def chain(n: int):
+        strategy = st.just(text)
+        for _ in range(n):
+            strategy = strategy.flatmap(_mutation)
+        return strategy
+    return st.integers(1, most).flatmap(chain)
 
 
 # --- case files -------------------------------------------------------------------------
