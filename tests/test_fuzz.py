@@ -109,6 +109,15 @@ ODD_VALUES = ["", "~", "[]", "{}", "[1, [2, [3]]]", "1e999", ".nan", "-.inf", "'
               "? complex", "{a: *a}", "[" + ", ".join(["1"] * 1200) + "]", "- - - -",
               "'" + "é" * 9_000 + "'", "<script>alert(1)</script>", "NaN", "inf", "J6E",
               "qat_bc", "nash-e", "convert", "0", "1.0000000", "None", "*", ",", "|"]
+# values that are valid somewhere in a case file: the mutated file often still loads and
+# reaches the collectors and the rules
+PLAUSIBLE = ["yes", "no", "unknown", "true", "false", "J6E", "J6M", "J6P", "nash-e", "nash-p",
+             "qat_bc", "quantized_bc", "hbm_x86", "board", "convert", "export", "normal",
+             "abnormal", "rgb", "nv12", "NCHW", "NHWC", "pyramid", "[]", "{}", "0", "1", "2", "0.5",
+             "1e-300", "1e300", "-0.0", "0.0000001", "100", "''", '"ü中文 <b>&amp;"',
+             "'" + "長" * 9_000 + "'", "dataset_eval", "single_frame", "[0, 1, 2]",
+             "{abs: 0}", "{rel: 1e-9}", "qa_convert", "deploy/compile_model.py", "../outside",
+             "/etc/passwd", "{status: abnormal}", "{metric: " + "m" * 9_000 + ", value: 0.1}"]
 NOISE = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12) | \
     st.sampled_from(["\x00", "\ufeff", "\r\n", "\t", ": ", "- ", "#", "&", "*", "!", "'", '"',
                      "{", "}", "[", "]", "|", ">", "%", "@", "`", "\u2028", "\x85"])
@@ -117,8 +126,8 @@ NOISE = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=1
 @st.composite
 def _mutation(draw, text: str) -> str:
     lines = text.splitlines(keepends=True) or [""]
-    op = draw(st.sampled_from(["delete", "insert", "dup_line", "swap_lines", "value",
-                               "indent", "truncate", "drop_line", "number"]))
+    op = draw(st.sampled_from(["delete", "insert", "dup_line", "swap_lines", "value", "value",
+                               "value", "indent", "truncate", "drop_line", "number", "number"]))
     at = draw(st.integers(0, max(len(text) - 1, 0)))
     i = draw(st.integers(0, len(lines) - 1))
     if op == "delete":
@@ -143,13 +152,14 @@ def _mutation(draw, text: str) -> str:
         if not numbers:
             return text
         m = numbers[draw(st.integers(0, len(numbers) - 1))]
-        return text[:m.start()] + draw(st.sampled_from(ODD_VALUES)) + text[m.end():]
+        return text[:m.start()] + draw(st.sampled_from(ODD_VALUES + PLAUSIBLE)) + text[m.end():]
     # op == "value": the value after a key (or a list item) becomes an odd one
     spots = list(re.finditer(r"(?<=: )[^\n,}]*|(?<=- )[^\n]*", text))
     if not spots:
         return text
     m = spots[draw(st.integers(0, len(spots) - 1))]
-    return text[:m.start()] + draw(st.sampled_from(ODD_VALUES)) + text[m.end():]
+    values = draw(st.sampled_from([ODD_VALUES, PLAUSIBLE, PLAUSIBLE]))
+    return text[:m.start()] + draw(st.sampled_from(values)) + text[m.end():]
 
 
 def mutated(text: str, most: int = 4):
@@ -167,12 +177,12 @@ def mutated(text: str, most: int = 4):
 EXAMPLES = sorted(p.parent for p in (REPO / "examples").glob("*/case.yaml"))
 
 
-@fuzz(ci_examples=40)
-@given(data=st.data(), example=st.sampled_from(EXAMPLES), raw=st.booleans())
+@fuzz(ci_examples=120)
+@given(data=st.data(), example=st.sampled_from(EXAMPLES), raw=st.integers(0, 5).map(lambda n: n == 0))
 def test_mutated_case_files(tmp_path_factory, data, example, raw):
     case = tmp_path_factory.mktemp("case")
     shutil.copytree(example, case, dirs_exist_ok=True)
-    text = data.draw(mutated((example / "case.yaml").read_text(encoding="utf-8")))
+    text = data.draw(mutated((example / "case.yaml").read_text(encoding="utf-8"), 2))
     encoded = text.encode("utf-8", "surrogatepass")
     if raw:                              # bytes that are not UTF-8
         at = data.draw(st.integers(0, len(encoded)))
@@ -315,7 +325,7 @@ def _damaged(draw, text: str) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
 
 
-@fuzz(ci_examples=60)
+@fuzz(ci_examples=150)
 @given(data=st.data(), kind=st.sampled_from(KINDS), layout=st.sampled_from(["16", "23", "upper"]),
        fmt=st.sampled_from(COMPARE_FORMATS))
 def test_damaged_artefacts(tmp_path_factory, data, kind, layout, fmt):
@@ -358,7 +368,7 @@ SCRIPT_PIECES = ["hbc.compile(quantized, 'x.hbm', march=MARCH, core_num=1e999)\n
                  "MARCH = None\n", "MARCH = ['nash-e']\n", "class A:\n    MARCH = 1\n"]
 
 
-@fuzz(ci_examples=40)
+@fuzz(ci_examples=80)
 @given(data=st.data())
 def test_mutated_compile_scripts(tmp_path_factory, data):
     case = tmp_path_factory.mktemp("script")
