@@ -74,7 +74,9 @@ def _run(*args: str) -> _Outcome:
 def triage_survives(case: Path, named: str, what: str) -> dict | None:
     """triage --format json on ``case``: the report, or None after a clean exit 2."""
     result = _run("triage", str(case), "--format", "json")
-    if "internal error" in result.err and any(m in result.err for m in ENGINE_MESSAGES):
+    engine = ("internal error" in result.err and any(m in result.err for m in ENGINE_MESSAGES)) \
+        or "the rule engine failed on this case" in result.err       # the worker's exit 2
+    if engine:
         _record_engine_failure(case, what, result.err)
         return None
     assert "internal error" not in result.err and "Traceback" not in result.err, result.err
