@@ -1,28 +1,34 @@
-"""A thin, guarded wrapper around durable_rules 2.0.28.
+"""durable_rules 2.0.28 behind guards; this module runs only inside an engine worker.
 
 durable_rules is unmaintained and has traps, each guarded here:
-- ``Host()`` starts two timer threads that re-arm forever: ``QuietHost`` starts none
-  and is created once per process;
+- ``Host()`` starts two timer threads that re-arm forever: ``QuietHost`` starts none;
 - its ruleset and fact JSON go through ``json.dumps``, whose ``1e-05`` the C parser
   rejects: everything goes through ``jsonfmt.dumps`` instead;
-- facts are asserted one at a time (batch asserts crash on some inputs) and each
-  case's state is deleted in a ``finally`` (it leaks ~1.6 MB per case otherwise);
+- facts are asserted one at a time (batch asserts crash on some inputs);
 - asserting a fact no rule reads raises ``MessageNotHandledException`` and an
   identical fact ``MessageObservedException``: both are normal here;
 - ``durable.lang`` is never imported (its ``from ... import *`` rebinds all/any);
 - a ruleset registered after facts were asserted into another one corrupts the C
-  engine's heap (segfault or "free(): invalid pointer" on the next run): the host
-  refuses registration once it has been used, so build every RuleRunner first;
-- ``delete_state`` frees a state's beta-node pools before deleting its messages, and
-  deleting a message then touches those freed pools: a random segfault that depends on
-  the heap layout. It is never called: each runner keeps one state (one ``sid``) and
-  empties it after every case by retracting what it asserted (``forget``), so memory
-  stays flat and no case sees another's facts.
+  engine's heap: the host refuses registration once it has been used;
+- retraction is broken once a rule has fired: completing an action deletes its frame
+  but leaves the facts' location entries pointing at it, so retracting such a fact
+  finds a "dispatching" frame and calls ``deleteMessageFromFrame``, which clears the
+  message without lowering the frame's count; the next retraction touching that frame
+  scans past the end of its array (the random SIGSEGV of long runs). ``delete_state``
+  touches freed pools as well. Neither is ever called: every match asserts into a
+  fresh state (``sid``) that is simply abandoned. States keep their memory and a
+  ruleset takes at most 1,024 of them, so the worker process that owns this host is
+  replaced long before either matters (``engine_process``), and a crash here kills
+  only that worker, never the caller.
+- after each action the base class writes the state document back (``update_state``)
+  and gives up on actions slower than 10 s; our actions never change the state, so
+  ``do_actions`` runs and completes them without either.
 """
 
 from __future__ import annotations
 
-import threading
+import itertools
+import json
 
 import durable_rules_engine
 from durable import engine as _durable
@@ -44,10 +50,32 @@ class _SafeRuleset(_durable.Ruleset):
         return self._handle_result(
             durable_rules_engine.assert_fact(self._handle, jsonfmt.dumps(fact)), fact)
 
-    def retract_fact(self, fact):
-        # the same encoding as the assert, or the fact is not found and stays behind
-        return self._handle_result(
-            durable_rules_engine.retract_fact(self._handle, jsonfmt.dumps(fact)), fact)
+    def do_actions(self, state_handle, complete):
+        """Run the started actions one by one and complete each, without ``update_state``.
+
+        Our actions never change the state, so there is nothing to write back, and a
+        slow action (a loaded machine) is never mistaken for an abandoned one.
+        """
+        try:
+            result = durable_rules_engine.start_action_for_state(self._handle, state_handle)
+            if result:
+                state, message = json.loads(result[0]), json.loads(result[1])
+                while message:
+                    action_name, bound = next(iter(message.items()))
+                    closure = _durable.Closure(self._host, self, state, bound, state_handle)
+                    self._actions[action_name]._func(closure)
+                    following = durable_rules_engine.complete_and_start_action(
+                        self._handle, closure._handle)
+                    message = json.loads(following) if following else None
+            complete(None, None)
+        except BaseException as error:  # noqa: BLE001 - handed to the caller as the base does
+            complete(error, None)
+
+
+def bindings(c) -> dict:
+    """Pattern name -> matched fact (without the engine's ``sid``) of an action's closure."""
+    return {key[2:]: {k: v for k, v in dict(fact).items() if k != "sid"}
+            for key, fact in c._m.items() if key.startswith("p_")}
 
 
 class HostSealed(RuntimeError):
@@ -55,60 +83,58 @@ class HostSealed(RuntimeError):
 
 
 class QuietHost(_durable.Host):
-    """A Host without background dispatch or timer threads."""
+    """A Host without background threads that matches each fact set in a fresh state."""
 
-    _sealed = False
+    def __init__(self):
+        super().__init__()
+        self._sealed = False
+        self._hits: list[tuple[str, dict]] = []
+        self._errors: list[str] = []
+        self._states: dict[str, int] = {}
+        self._sids = itertools.count(1)
 
     def _run(self):
         return None
 
-    def register_rulesets(self, ruleset_definitions):
+    def register(self, name: str, patterns: dict[str, list]) -> None:
+        """Register a ruleset from ``{rule_id: durable 'all' patterns}``."""
         if self._sealed:
             raise HostSealed("durable_rules cannot take new rulesets after facts were "
-                             "asserted (it corrupts memory): create every RuleRunner "
-                             "before running any")
-        for name, definition in ruleset_definitions.items():
-            if name in self._ruleset_directory:
-                raise ValueError(f"ruleset {name} already registered")
-            ruleset = _SafeRuleset(name, self, definition)
-            self._ruleset_directory[name] = ruleset
-            self._ruleset_list.append(ruleset)
-        return list(ruleset_definitions)
+                             "asserted (it corrupts memory)")
+        if name in self._ruleset_directory:
+            return
+        definition = {rule_id: {"all": all_, "run": self._recorder(rule_id)}
+                      for rule_id, all_ in patterns.items()}
+        ruleset = _SafeRuleset(name, self, definition)
+        self._ruleset_directory[name] = ruleset
+        self._ruleset_list.append(ruleset)
+        self._states[name] = 0
 
-    def forget(self, ruleset_name: str, facts: list[dict]) -> None:
-        """Retract a case's facts, last first, leaving its state empty for the next case.
+    def registered(self) -> set[str]:
+        return set(self._ruleset_directory)
 
-        The gate fact is asserted last, so it goes first: with it gone no rule can
-        match, and a negated pattern whose fact is being retracted cannot fire.
-        """
-        for fact in reversed(facts):
+    def _recorder(self, rule_id: str):
+        def action(c):
+            # an exception raised here would be swallowed by durable_rules: record it
             try:
-                self.retract_fact(ruleset_name, fact)
-            except (_durable.MessageNotHandledException, _durable.MessageObservedException):
-                pass
+                self._hits.append((rule_id, bindings(c)))
+            except BaseException as exc:  # noqa: BLE001 - reported after the run
+                self._errors.append(f"{rule_id}: {exc!r}")
+        return action
 
-    def assert_one(self, ruleset_name: str, fact: dict) -> None:
-        """Assert one fact; 'no rule reads it' and 'already known' are not errors."""
+    def match(self, name: str, facts: list[dict], gate: dict) -> tuple[list, list]:
+        """Assert ``facts`` then ``gate`` into a fresh state: (hits, action errors)."""
         self._sealed = True
-        try:
-            self.assert_fact(ruleset_name, fact)
-        except (_durable.MessageNotHandledException, _durable.MessageObservedException):
-            pass
+        self._states[name] += 1
+        sid = f"{name}#{next(self._sids)}"
+        self._hits, self._errors = [], []
+        for fact in facts + [gate]:
+            try:
+                self.assert_fact(name, dict(fact, sid=sid))
+            except (_durable.MessageNotHandledException, _durable.MessageObservedException):
+                pass    # no rule reads it / an identical fact is known: both normal here
+        return self._hits, self._errors
 
-
-_host: QuietHost | None = None
-_lock = threading.Lock()
-_names = iter(range(1, 1 << 62))
-
-
-def host() -> QuietHost:
-    global _host
-    with _lock:
-        if _host is None:
-            _host = QuietHost()
-        return _host
-
-
-def unique_name(prefix: str) -> str:
-    with _lock:
-        return f"{prefix}_{next(_names)}"
+    def states_used(self) -> int:
+        """The most states any ruleset has used (durable_rules allows 1,024)."""
+        return max(self._states.values(), default=0)

@@ -43,6 +43,26 @@ def _encode(value) -> str:
     raise TypeError(f"cannot encode {type(value).__name__} for the rule engine")
 
 
+_plain = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
+
+
+def _positional(value) -> bool:
+    """True for scalars that ``json`` already writes the way the C parser reads them."""
+    if isinstance(value, float):
+        # repr switches to exponent notation outside [1e-4, 1e16)
+        return value == 0.0 or 1e-4 <= abs(value) < 1e16
+    return value is None or isinstance(value, (str, int))
+
+
 def dumps(value) -> str:
-    """Serialise facts and rulesets for durable_rules."""
+    """Serialise facts and rulesets for durable_rules.
+
+    A flat fact whose floats need no exponent goes through the C encoder of ``json`` (one
+    encoder, built once); anything else through the positional writer above.
+    """
+    if isinstance(value, dict) and all(map(_positional, value.values())):
+        try:
+            return _plain(value)
+        except ValueError:          # NaN / Inf: let the positional writer say so
+            pass
     return _encode(value)

@@ -1,16 +1,31 @@
-"""Run facts through the rules on durable_rules, stratum by stratum, and record hits."""
+"""Run facts through the rules on durable_rules, stratum by stratum, and record hits.
+
+The matching itself happens in an engine worker process (``engine_process``); this
+module keeps the rules, feeds derived facts back between strata and orders the hits.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass
+from itertools import count
 from typing import Callable, Iterable
 
-from .durable_host import host, unique_name
+from .engine_process import EngineFailure, EngineProcess, engine_process
 from .fact_types import GATE_TYPE, PROVENANCE_KEYS, normalise
 from .patterns import to_durable
 from .rulebook import Rule
+
+__all__ = ["EngineFailure", "Hit", "RuleRunner", "canonical", "engine_fact",
+           "MAX_ENGINE_STRING"]
+
+# Longer strings are cut before they reach the engine (durable_rules fails on very long
+# properties); rules compare short vocabulary values, reports show the cut text.
+MAX_ENGINE_STRING = 2000
+_CUT_NOTE = "… [{} more characters]"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -28,76 +43,64 @@ def canonical(value) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def bounded_string(text: str) -> str:
+    """``text`` as the engine can take it: no lone surrogates, at most MAX_ENGINE_STRING long."""
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub("\ufffd", text)
+    if len(text) > MAX_ENGINE_STRING:
+        rest = len(text) - MAX_ENGINE_STRING
+        text = text[:MAX_ENGINE_STRING] + _CUT_NOTE.format(rest)
+    return text
+
+
 def engine_fact(fact: dict) -> dict:
-    """The part of a fact the engine sees: typed fields only, no provenance."""
-    return normalise({k: v for k, v in fact.items() if k not in PROVENANCE_KEYS})
-
-
-class EngineFailure(RuntimeError):
-    """An action raised inside durable_rules (swallowed there, re-raised here)."""
+    """The part of a fact the engine sees: typed fields only, no provenance, strings bounded."""
+    typed = normalise({k: v for k, v in fact.items() if k not in PROVENANCE_KEYS})
+    return {k: bounded_string(v) if isinstance(v, str) else v for k, v in typed.items()}
 
 
 DeriveFn = Callable[[int, list[Hit]], list[dict]]
+_names = count(1)
+_names_lock = threading.Lock()
+
+
+def _unique_name(prefix: str) -> str:
+    with _names_lock:
+        return f"{prefix}_{next(_names)}"
 
 
 class RuleRunner:
     """Compiles a rule set once; ``run`` is then cheap and safe to call per case."""
 
-    def __init__(self, rules: Iterable[Rule]):
+    def __init__(self, rules: Iterable[Rule], engine: EngineProcess | None = None):
         self.rules = tuple(rules)
-        self._host = host()
-        self._lock = threading.Lock()
-        self._hits: list[Hit] = []
-        self._errors: list[str] = []
-        self._recording = False
+        self._engine = engine or engine_process()
+        self._by_id = {r.id: r for r in self.rules}
         self._rulesets: list[tuple[int, str]] = []
         for stratum in sorted({r.stratum for r in self.rules}):
-            name = unique_name(f"qcdoctor_s{stratum}")
-            definition = {r.id: {"all": to_durable(r.when), "run": self._action(r)}
-                          for r in self.rules if r.stratum == stratum}
-            self._host.register_rulesets({name: definition})
+            name = _unique_name(f"qcdoctor_s{stratum}")
+            self._engine.register(name, {r.id: to_durable(r.when)
+                                         for r in self.rules if r.stratum == stratum})
             self._rulesets.append((stratum, name))
 
-    def _action(self, rule: Rule):
-        def action(c):
-            if not self._recording:         # retraction at the end of a case: ignore
-                return
-            # exceptions raised here would be swallowed by durable_rules: record them
-            try:
-                bound = {key[2:]: {k: v for k, v in dict(fact).items() if k != "sid"}
-                         for key, fact in c._m.items() if key.startswith("p_")}
-                self._hits.append(Hit(rule, bound))
-            except BaseException as exc:  # noqa: BLE001 - reported after the run
-                self._errors.append(f"{rule.id}: {exc!r}")
-        return action
+    def warm(self) -> None:
+        """Have an engine worker ready (it compiles the rules while the caller works on)."""
+        self._engine.warm()
 
     def run(self, facts: Iterable[dict], derive: DeriveFn | None = None) -> list[Hit]:
         """All hits for one case, ordered by priority, rule id and bound facts."""
-        engine_facts = sorted({canonical(f): f for f in map(engine_fact, facts)}.items())
-        pending = [f for _, f in engine_facts]
+        pending = list(_unique(map(engine_fact, facts)))
         all_hits: list[Hit] = []
-        with self._lock:
-            for stratum, name in self._rulesets:
-                sid = name                  # one state per ruleset, emptied after each case
-                self._hits, self._errors = [], []
-                asserted = [dict(fact, sid=sid) for fact in pending]
-                asserted.append({"sid": sid, "type": GATE_TYPE})
-                done = 0
-                self._recording = True
-                try:
-                    for fact in asserted:
-                        self._host.assert_one(name, fact)
-                        done += 1
-                finally:
-                    self._recording = False
-                    self._host.forget(name, asserted[:done + 1])
-                if self._errors:
-                    raise EngineFailure("; ".join(self._errors))
-                hits = sorted(self._hits, key=lambda h: h.sort_key)
-                all_hits += hits
-                if derive is not None:
-                    derived = [engine_fact(f) for f in derive(stratum, all_hits)]
-                    pending = pending + derived
+        for stratum, name in self._rulesets:
+            found = self._engine.match(name, pending, {"type": GATE_TYPE})
+            all_hits += sorted((Hit(self._by_id[rule_id], bound) for rule_id, bound in found),
+                               key=lambda h: h.sort_key)
+            if derive is not None:
+                pending = list(_unique(pending + [engine_fact(f)
+                                                  for f in derive(stratum, all_hits)]))
         return sorted(all_hits, key=lambda h: h.sort_key)
 
 
+def _unique(facts: Iterable[dict]) -> Iterable[dict]:
+    """Each fact once, in canonical order (the engine ignores an identical second fact)."""
+    return (f for _, f in sorted({canonical(f): f for f in facts}.items()))

@@ -8,8 +8,8 @@ from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.collectors.case_file import Case, load_case
 from qcdoctor.collectors.files import list_case_files
 
-from .diagnose import build_report, run_rules
-from .runner import RuleRunner
+from .diagnose import build_report, bundled_runner, run_rules
+from .runner import EngineFailure, RuleRunner
 
 
 def case_context(case: Case, facts: list[dict]) -> dict:
@@ -28,9 +28,15 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
                 environ=None, cwd: Path | None = None, installed: dict | None = None,
                 display_path: str | None = None, trust_pickles: bool = False,
                 full_checklist: bool = False, progress=None) -> dict:
+    runner = runner or bundled_runner()
+    runner.warm()           # the engine worker starts while the facts are collected
     facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
                           trust_pickles=trust_pickles, progress=progress)
-    hits = run_rules(facts, runner)
+    try:
+        hits = run_rules(facts, runner)
+    except EngineFailure as failure:
+        failure.file = str(case.file or case.folder or "") or None    # name the case
+        raise
     lang = lang or case.get("language", "zh")
     info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
     return build_report(facts, hits, lang=lang, case_info=info,

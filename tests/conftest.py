@@ -20,8 +20,7 @@ from qcdoctor.engine.triage import triage_case  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
-# durable_rules takes no new ruleset once any has run facts (see engine/durable_host.py):
-# every runner the tests use is built here, before the first test runs.
+# one runner per rule, compiled once for the whole session (matching runs in the engine worker)
 _runners: dict[str, RuleRunner] = {r.id: RuleRunner([r]) for r in load_rules()}
 FLAT_RUNNER = RuleRunner(tuple(replace(r, stratum=0) for r in load_rules()))
 bundled_runner()

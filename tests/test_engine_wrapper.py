@@ -14,13 +14,12 @@ from hypothesis import strategies as st
 from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.engine import jsonfmt
 from qcdoctor.engine.diagnose import run_rules
-from qcdoctor.engine.durable_host import HostSealed
 from qcdoctor.engine.fact_types import FACT_TYPES, normalise
 from qcdoctor.engine.patterns import oracle_bindings
 from qcdoctor.engine.rulebook import load_rules
 from qcdoctor.engine.runner import EngineFailure, RuleRunner, canonical
 
-from .conftest import FLAT_RUNNER, case_from, single_rule_runner, triage_dict
+from .conftest import FLAT_RUNNER, case_from, triage_dict
 
 CONVERT_CASE = {"evidence": ["dataset_eval"], "badcase": "available",
                 "platform": {"chip": "J6E"}, "versions": {"hbdk4-compiler": "4.4.2"},
@@ -91,11 +90,22 @@ def test_no_background_threads_are_started():
 
 
 def test_exceptions_inside_actions_are_not_swallowed(monkeypatch):
+    from qcdoctor.engine import durable_host
+    from qcdoctor.engine.engine_process import EngineProcess
     rule = next(r for r in load_rules() if r.id == "ST050")
-    runner = single_rule_runner(rule)
-    monkeypatch.setattr("qcdoctor.engine.runner.Hit", None)   # the action will fail
-    with pytest.raises(EngineFailure, match="ST050"):
-        runner.run([{"type": "transition", "from": "qat_bc", "to": "quantized_bc", "gap": 0}])
+
+    def broken(c):
+        raise RuntimeError("action failed")
+    # the worker is forked after the patch, so its actions fail
+    monkeypatch.setattr(durable_host, "bindings", broken)
+    engine = EngineProcess()
+    try:
+        runner = RuleRunner([rule], engine=engine)
+        with pytest.raises(EngineFailure, match="ST050: RuntimeError"):
+            runner.run([{"type": "transition", "from": "qat_bc", "to": "quantized_bc", "gap": 0}])
+        assert engine.worker_pid() is None, "a worker that reported an error is not reused"
+    finally:
+        engine.close()
 
 
 def _rss_mb() -> float:
@@ -138,10 +148,14 @@ def _fact_strategy():
         {"type": st.just(t), **{name: _field_values(spec) for name, spec in FACT_TYPES[t].items()}}))
 
 
-def test_new_rulesets_are_refused_once_the_engine_has_run():
-    triage_dict(CONVERT_CASE)
-    with pytest.raises(HostSealed):
-        RuleRunner(load_rules()[:40])
+def test_rulesets_can_be_added_after_the_engine_has_run():
+    """Compiling never happens in an engine that has matched facts: a new ruleset takes a
+    new worker, and both old and new runners answer correctly."""
+    first = triage_dict(CONVERT_CASE)
+    late = RuleRunner([r for r in load_rules() if r.id == "ST050"])
+    hits = late.run([{"type": "transition", "from": "qat_bc", "to": "quantized_bc", "gap": 0}])
+    assert [h.rule.id for h in hits] == ["ST050"]
+    assert triage_dict(CONVERT_CASE)["trace"] == first["trace"]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -157,7 +171,7 @@ def test_durable_rules_agrees_with_the_oracle(facts):
 
 def test_fresh_processes_never_crash_on_state_deletion(tmp_path):
     """durable_rules' delete_state touches freed memory (a segfault in about a third of fresh
-    runs): the wrapper never calls it and empties one reused state per ruleset instead."""
+    runs): it is never called, and the engine runs in a worker in any case."""
     import subprocess
     import sys
     (tmp_path / "case.yaml").write_text("schema: qcdoctor/case-v1\n")
@@ -170,3 +184,16 @@ def test_fresh_processes_never_crash_on_state_deletion(tmp_path):
                                 text=True, timeout=60)
         assert result.returncode == 0, result.stderr[-500:]
         assert result.stdout.strip() == "undetermined"
+
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20),
+                     st.floats(allow_nan=False, allow_infinity=False),
+                     st.sampled_from([1e-4, 9.999e-5, 1e16, 9.9e15, -0.0, 1e-05]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), _scalars, max_size=8))
+def test_the_fast_fact_encoder_writes_what_the_positional_writer_writes(fact):
+    text = jsonfmt.dumps(fact)
+    assert text == jsonfmt._encode(fact)
+    assert json.loads(text) == fact

@@ -1,0 +1,287 @@
+"""The rule engine in a worker process, so a crash in durable_rules' C code never reaches us.
+
+durable_rules corrupts its heap in ways that show up at random (see ``durable_host``).
+The caller's process never loads it: it keeps the catalogue of rulesets and sends each
+match to a worker, which compiles the catalogue when it starts (``warm`` starts one
+early, so it compiles while the caller collects facts).
+
+- A worker that dies (signal, abort, time-out) is replaced and the match re-run once;
+  a match that kills two workers raises ``EngineCrash`` for that case alone.
+- A worker that reported any error is replaced, so no case sees a damaged engine.
+- Every match runs in a fresh engine state, so no case ever sees another's facts.
+  States are never emptied (that path crashes), so a worker is replaced once it holds
+  ``MAX_WORKER_RSS_MB`` or nears durable_rules' 1,024 states per ruleset, and after
+  ``max_matches`` matches in any case.
+"""
+
+from __future__ import annotations
+
+import atexit
+import faulthandler
+import multiprocessing
+import os
+import signal
+import tempfile
+import threading
+from dataclasses import dataclass, field
+
+from .errors import QcdoctorError
+
+MAX_MATCHES_PER_WORKER = 2000
+MAX_WORKER_RSS_MB = 320
+MAX_STATES_PER_RULESET = 1000      # durable_rules refuses the 1,025th
+MATCH_TIMEOUT_S = 60.0
+_REPORT_FIX = ("this is a defect of qcdoctor, not of your case: send the case folder to the "
+               "qcdoctor maintainers")
+
+
+class EngineFailure(QcdoctorError):
+    """The rule engine rejected a case (an action raised, or the C engine returned an error)."""
+
+    def __init__(self, problem: str):
+        super().__init__(f"the rule engine failed on this case: {problem}", fix=_REPORT_FIX)
+
+
+class EngineCrash(EngineFailure):
+    """A case killed two engine workers in a row."""
+
+
+def _start_method() -> str:
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return -1.0
+
+
+def _serve(conn, catalogue: dict, stderr_path: str) -> None:
+    """Worker loop: (ruleset, facts, gate) in; ("ok", hits, worn, rss) or ("error", text) out."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the caller handles Ctrl-C
+    # what the C engine or the interpreter print when they die goes to a file the caller
+    # quotes in its message, not onto the user's terminal
+    faulthandler.disable()
+    with open(stderr_path, "ab", buffering=0) as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        from .durable_host import QuietHost
+        host = QuietHost()
+        for name, patterns in catalogue.items():
+            host.register(name, patterns)
+    except Exception as exc:  # noqa: BLE001 - sent back as the answer to every request
+        broken = f"{type(exc).__name__}: {exc}"
+    else:
+        broken = None
+    parent = os.getppid()
+    while True:
+        try:
+            while not conn.poll(1.0):
+                if os.getppid() != parent:     # the caller is gone: nobody will ask again
+                    return
+            request = conn.recv()
+        except (EOFError, OSError):
+            break
+        if request is None:
+            break
+        if broken:
+            conn.send(("error", broken))
+            continue
+        name, facts, gate = request
+        try:
+            hits, errors = host.match(name, facts, gate)
+        except Exception as exc:  # noqa: BLE001 - the C engine's errors are plain exceptions
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            continue
+        if errors:
+            conn.send(("error", "; ".join(errors)))
+        else:
+            rss = _rss_mb()
+            worn = rss > MAX_WORKER_RSS_MB or host.states_used() >= MAX_STATES_PER_RULESET
+            conn.send(("ok", hits, worn, rss))
+    conn.close()
+
+
+class _WorkerDied(Exception):
+    pass
+
+
+@dataclass
+class _Worker:
+    process: multiprocessing.Process
+    conn: object
+    names: frozenset
+    stderr_path: str
+    matches: int = 0
+    rss_mb: float = -1.0
+
+    def call(self, request, timeout: float):
+        try:
+            self.conn.send(request)
+            if not self.conn.poll(timeout):
+                raise _WorkerDied(f"no answer within {timeout:.0f} s")
+            return self.conn.recv()
+        except (EOFError, OSError) as exc:
+            raise _WorkerDied(self._death()) from exc
+
+    def _death(self) -> str:
+        self.process.join(timeout=5)
+        code = self.process.exitcode
+        if code is not None and code < 0:
+            try:
+                why = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                why = f"killed by signal {-code}"
+        else:
+            why = f"exited with status {code}"
+        last = self.last_words()
+        return f"{why}: {last}" if last else why
+
+    def last_words(self) -> str:
+        """The last line the worker printed to stderr, if any."""
+        try:
+            with open(self.stderr_path, "rb") as log:
+                log.seek(max(0, os.path.getsize(self.stderr_path) - 400))
+                lines = log.read().decode("utf-8", "replace").strip().splitlines()
+        except OSError:
+            return ""
+        return lines[-1][:200] if lines else ""
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.process.join(timeout=2)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=5)
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        try:
+            os.unlink(self.stderr_path)
+        except OSError:
+            pass
+
+
+@dataclass
+class EngineStats:
+    workers_started: int = 0
+    worker_deaths: int = 0
+    matches: int = 0
+    last_worker_pid: int | None = None
+    last_worker_rss_mb: float = -1.0
+    deaths: list = field(default_factory=list)
+
+
+class EngineProcess:
+    """Rulesets registered here are matched in a replaceable worker process."""
+
+    def __init__(self, *, max_matches: int = MAX_MATCHES_PER_WORKER,
+                 timeout: float = MATCH_TIMEOUT_S, start_method: str | None = None):
+        self._catalogue: dict[str, dict] = {}
+        self._worker: _Worker | None = None
+        self._lock = threading.RLock()
+        self._max_matches = max_matches
+        self._timeout = timeout
+        self._method = start_method or _start_method()
+        self.stats = EngineStats()
+
+    def register(self, name: str, patterns: dict[str, list]) -> None:
+        with self._lock:
+            if name in self._catalogue:
+                raise ValueError(f"ruleset {name} already registered")
+            self._catalogue[name] = patterns
+
+    def warm(self) -> None:
+        """Start a worker for the current catalogue now, if none is running."""
+        with self._lock:
+            if self._worker is None or self._worker.names != frozenset(self._catalogue):
+                self._discard()
+                self._worker = self._spawn()
+
+    def match(self, name: str, facts: list[dict], gate: dict) -> list[tuple[str, dict]]:
+        """Hits ``(rule id, bound facts)`` of ruleset ``name`` on ``facts`` + ``gate``."""
+        with self._lock:
+            if name not in self._catalogue:
+                raise KeyError(f"unknown ruleset {name}")
+            deaths = []
+            while len(deaths) < 2:
+                worker = self._ready(name)
+                try:
+                    reply = worker.call((name, facts, gate), self._timeout)
+                except _WorkerDied as exc:
+                    deaths.append(str(exc))
+                    self._record_death(str(exc))
+                    continue
+                except BaseException:
+                    self._discard()          # interrupted mid-call: its answer is lost
+                    raise
+                worker.matches += 1
+                self.stats.matches += 1
+                if reply[0] != "ok":
+                    self._discard()          # never reuse an engine that reported an error
+                    raise EngineFailure(reply[1])
+                _, hits, worn, rss = reply
+                worker.rss_mb = self.stats.last_worker_rss_mb = rss
+                if worn or worker.matches >= self._max_matches:
+                    self._discard()
+                return hits
+            raise EngineCrash("it stopped the engine worker twice (" + "; ".join(deaths) + ")")
+
+    def _ready(self, name: str) -> _Worker:
+        if self._worker is not None and (name not in self._worker.names
+                                         or not self._worker.process.is_alive()):
+            self._discard()
+        if self._worker is None:
+            self._worker = self._spawn()
+        return self._worker
+
+    def _spawn(self) -> _Worker:
+        ctx = multiprocessing.get_context(self._method)
+        ours, theirs = ctx.Pipe()
+        handle, stderr_path = tempfile.mkstemp(prefix="qcdoctor-engine-", suffix=".log")
+        os.close(handle)
+        process = ctx.Process(target=_serve, args=(theirs, dict(self._catalogue), stderr_path),
+                              name="qcdoctor-engine", daemon=True)
+        process.start()
+        theirs.close()
+        self.stats.workers_started += 1
+        self.stats.last_worker_pid = process.pid
+        return _Worker(process, ours, frozenset(self._catalogue), stderr_path)
+
+    def _record_death(self, why: str) -> None:
+        self.stats.worker_deaths += 1
+        self.stats.deaths.append(why)
+        self._discard()
+
+    def _discard(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.stop()
+
+    def worker_pid(self) -> int | None:
+        with self._lock:
+            return self._worker.process.pid if self._worker else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard()
+
+
+_shared: EngineProcess | None = None
+_shared_lock = threading.Lock()
+
+
+def engine_process() -> EngineProcess:
+    """The process-wide engine; its worker is stopped at exit."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = EngineProcess()
+            atexit.register(_shared.close)
+        return _shared

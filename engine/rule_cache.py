@@ -1,0 +1,95 @@
+"""A cache of the parsed rule book, so a CLI run does not parse 170 YAML files each time.
+
+The cache file holds the rules exactly as ``parse_rule`` built them, keyed by a hash of
+every rule file, the code that parses and checks them, and the Python version. It lives
+in the user's cache folder (``QCDOCTOR_CACHE_DIR``, else ``$XDG_CACHE_HOME/qcdoctor``,
+else ``~/.cache/qcdoctor``; ``QCDOCTOR_CACHE_DIR=off`` disables it). A stale, corrupt,
+foreign or unreadable file is ignored and the rules are parsed afresh; a file holding
+anything but rule objects is refused by the unpickler before any of it runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+
+_FORMAT = b"qcdoctor-rules-1"
+# the code whose behaviour is frozen into cached rules
+_CODE = ("rulebook.py", "patterns.py", "fact_types.py", "vocabulary.py", "rule_cache.py")
+# what a cache file may contain: these classes and plain data, nothing else
+_ALLOWED = {("qcdoctor.engine.rulebook", "Rule"), ("qcdoctor.engine.patterns", "Pattern"),
+            ("qcdoctor.engine.patterns", "Condition"), ("builtins", "set"),
+            ("builtins", "frozenset")}
+
+
+def cache_dir() -> Path | None:
+    chosen = os.environ.get("QCDOCTOR_CACHE_DIR")
+    if chosen:
+        return None if chosen.lower() == "off" else Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "qcdoctor"
+
+
+def cache_key(sources: list[tuple[str, str]]) -> str:
+    """Hash of (name, text) of every rule file plus the parsing code and Python version."""
+    digest = hashlib.sha256(_FORMAT + sys.version.encode())
+    here = Path(__file__).resolve().parent
+    for name in _CODE:
+        digest.update(name.encode() + b"\0" + (here / name).read_bytes())
+    for name, text in sources:
+        digest.update(name.encode() + b"\0" + text.encode("utf-8") + b"\0")
+    return digest.hexdigest()
+
+
+class _RulesOnly(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) not in _ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a rule cache")
+        return super().find_class(module, name)
+
+
+def _path(key: str) -> Path | None:
+    folder = cache_dir()
+    return folder / f"rules-{key[:40]}.pickle" if folder else None
+
+
+def read(key: str):
+    """The cached rules for ``key``, or None when there is no usable cache file."""
+    path = _path(key)
+    if path is None:
+        return None
+    try:
+        blob = path.read_bytes()
+        stored = _RulesOnly(io.BytesIO(blob)).load()
+    except Exception:  # noqa: BLE001 - any unreadable cache is simply not used
+        return None
+    if not (isinstance(stored, dict) and stored.get("key") == key
+            and isinstance(stored.get("rules"), tuple)):
+        return None
+    return stored["rules"]
+
+
+def write(key: str, rules: tuple) -> None:
+    """Store ``rules`` for ``key``; a cache that cannot be written is skipped silently."""
+    path = _path(key)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".rules-")
+        with os.fdopen(handle, "wb") as out:
+            pickle.dump({"key": key, "rules": rules}, out, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(temporary, path)
+        for stale in path.parent.glob("rules-*.pickle"):    # other versions' caches
+            if stale != path:
+                stale.unlink(missing_ok=True)
+    except Exception:  # noqa: BLE001 - a read-only or full disk only costs speed
+        try:
+            os.unlink(temporary)
+        except (OSError, UnboundLocalError):
+            pass

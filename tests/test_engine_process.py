@@ -1,0 +1,225 @@
+"""The engine worker: a crash in durable_rules' C code never reaches the caller, a case
+never sees another's facts, and workers are replaced before damage can accumulate."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from qcdoctor.collectors.case_file import load_case
+from qcdoctor.engine import durable_host
+from qcdoctor.engine.engine_process import EngineCrash, EngineFailure, EngineProcess
+from qcdoctor.engine.errors import QcdoctorError
+from qcdoctor.engine.examples import example_names, example_path
+from qcdoctor.engine.report import render
+from qcdoctor.engine.rulebook import load_rules
+from qcdoctor.engine.runner import MAX_ENGINE_STRING, RuleRunner, engine_fact
+from qcdoctor.engine.triage import triage_case
+
+from .conftest import REPO, triage_dict
+
+CONVERT = {"evidence": ["dataset_eval"], "badcase": "available", "platform": {"chip": "J6E"},
+           "stages": {"qat": {"metric": "mAP", "value": 0.452},
+                      "qat_bc": {"metric": "mAP", "value": 0.452},
+                      "quantized_bc": {"metric": "mAP", "value": 0.391}}}
+TRANSITION = {"type": "transition", "from": "qat_bc", "to": "quantized_bc", "gap": 0}
+
+
+@pytest.fixture
+def engine():
+    process = EngineProcess()
+    yield process
+    process.close()
+
+
+def _st050(engine: EngineProcess) -> RuleRunner:
+    return RuleRunner([r for r in load_rules() if r.id == "ST050"], engine=engine)
+
+
+def test_a_killed_worker_is_replaced_and_the_case_rerun(engine):
+    runner = _st050(engine)
+    assert [h.rule.id for h in runner.run([TRANSITION])] == ["ST050"]
+    first = engine.worker_pid()
+    os.kill(first, signal.SIGSEGV)
+    assert [h.rule.id for h in runner.run([TRANSITION])] == ["ST050"]
+    assert engine.worker_pid() not in (None, first)
+    assert engine.stats.worker_deaths == 1 and "SIGSEGV" in engine.stats.deaths[0]
+
+
+def test_a_case_that_kills_two_workers_fails_alone(monkeypatch, engine):
+    runner = _st050(engine)
+
+    def crash(self, name, facts, gate):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    monkeypatch.setattr(durable_host.QuietHost, "match", crash)   # inherited by the fork
+    with pytest.raises(EngineCrash, match="stopped the engine worker twice.*SIGSEGV") as info:
+        runner.run([TRANSITION])
+    assert isinstance(info.value, QcdoctorError) and "maintainers" in info.value.render()
+    assert engine.stats.worker_deaths == 2
+    monkeypatch.undo()
+    assert [h.rule.id for h in runner.run([TRANSITION])] == ["ST050"]
+
+
+def test_a_hanging_worker_is_stopped_after_the_time_limit(monkeypatch):
+    engine = EngineProcess(timeout=1.0)
+    try:
+        runner = _st050(engine)
+        monkeypatch.setattr(durable_host.QuietHost, "match",
+                            lambda self, name, facts, gate: time.sleep(600))
+        started = time.monotonic()
+        with pytest.raises(EngineCrash, match="no answer within 1 s"):
+            runner.run([TRANSITION])
+        assert time.monotonic() - started < 30
+    finally:
+        engine.close()
+
+
+def test_engine_errors_replace_the_worker(monkeypatch, engine):
+    runner = _st050(engine)
+    runner.run([TRANSITION])
+    first = engine.worker_pid()
+
+    def refuse(self, name, facts, gate):
+        raise RuntimeError("Could not assert fact, error code: 314")
+    monkeypatch.setattr(durable_host.QuietHost, "match", refuse)
+    engine.close()                           # the next worker forks with the patch
+    with pytest.raises(EngineFailure, match="error code: 314"):
+        runner.run([TRANSITION])
+    assert engine.worker_pid() is None
+    monkeypatch.undo()
+    assert [h.rule.id for h in runner.run([TRANSITION])] == ["ST050"]
+    assert engine.worker_pid() != first
+
+
+def _convert_facts():
+    from qcdoctor.collectors.case_facts import collect_facts
+
+    from .conftest import case_from
+    return collect_facts(case_from(CONVERT), environ={}, installed={})
+
+
+def test_workers_are_recycled_after_a_number_of_matches():
+    engine = EngineProcess(max_matches=30)
+    try:
+        runner = RuleRunner(load_rules(), engine=engine)
+        facts = _convert_facts()
+        expected = [h.rule.id for h in runner.run(facts)]
+        pids = set()
+        for _ in range(60):
+            assert [h.rule.id for h in runner.run(facts)] == expected
+            pids.add(engine.stats.last_worker_pid)
+        strata = len({r.stratum for r in runner.rules})
+        assert len(pids) >= 61 * strata // 30
+        assert engine.stats.worker_deaths == 0
+    finally:
+        engine.close()
+
+
+def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch):
+    """Engine states are never emptied (that path crashes): memory is bounded by replacing
+    the worker once it holds MAX_WORKER_RSS_MB."""
+    from qcdoctor.engine import engine_process as module
+    probe = EngineProcess()
+    runner = RuleRunner(load_rules(), engine=probe)
+    facts = _convert_facts()
+    runner.run(facts)
+    base = probe.stats.last_worker_rss_mb
+    probe.close()
+    cap = base + 25
+    monkeypatch.setattr(module, "MAX_WORKER_RSS_MB", cap)     # inherited by the fork
+    engine = EngineProcess()
+    try:
+        runner = RuleRunner(load_rules(), engine=engine)
+        rss = []
+        for _ in range(40):
+            runner.run(facts)
+            rss.append(engine.stats.last_worker_rss_mb)
+        assert engine.stats.workers_started >= 2, rss
+        assert max(rss) < cap + 10, rss        # one match's growth past the cap at most
+        assert min(rss[5:]) < base + 10, rss   # a replaced worker starts small again
+    finally:
+        engine.close()
+
+
+def test_long_and_broken_strings_never_reach_the_engine():
+    text = "x" * (20 * 2**20) + "\udc80"
+    fact = engine_fact({"type": "stage", "stage": "qat", "metric": text})
+    assert len(fact["metric"]) < MAX_ENGINE_STRING + 40
+    assert "more characters" in fact["metric"] and "\udc80" not in fact["metric"]
+    case = json.loads(json.dumps(CONVERT))
+    for stage in case["stages"].values():
+        stage["metric"] = "m\udc80" + "A" * 100_000
+    case["title"] = "t\ud800" * 1000
+    report = triage_dict(case)
+    assert report["conclusion"]["stage"] == "convert"
+
+
+def _fresh_reports() -> dict[str, str]:
+    code = ("import json, sys\n"
+            "from qcdoctor.collectors.case_file import load_case\n"
+            "from qcdoctor.engine.examples import example_names, example_path\n"
+            "from qcdoctor.engine.report import render\n"
+            "from qcdoctor.engine.triage import triage_case\n"
+            "out = {}\n"
+            "for name in example_names():\n"
+            "    with example_path(name) as path:\n"
+            "        r = triage_case(load_case(path), lang='en', environ={}, installed={}, cwd=path,"
+            " display_path=name)\n"
+            "    out[name] = render(r, 'json')\n"
+            "print(json.dumps(out))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+def test_a_failed_case_leaves_nothing_behind_for_the_next(monkeypatch):
+    """After an engine failure in a long-running process, every bundled example's report is
+    byte-identical to a fresh process's."""
+    from qcdoctor.engine.diagnose import bundled_runner
+    runner = bundled_runner()
+    calls = {"n": 0}
+    real = durable_host.QuietHost.match
+
+    def fail_midway(self, name, facts, gate):
+        calls["n"] += 1
+        real(self, name, facts, gate)
+        raise RuntimeError("Could not retract fact, error code: 314")
+    noisy = json.loads(json.dumps(CONVERT))
+    noisy["symptom"] = "x" * 100
+    triage_dict(noisy)                                   # the shared worker exists
+    from qcdoctor.engine.engine_process import engine_process
+    engine_process().close()
+    monkeypatch.setattr(durable_host.QuietHost, "match", fail_midway)
+    with pytest.raises(EngineFailure):
+        triage_dict(noisy)
+    monkeypatch.undo()
+    engine_process().close()        # (the failed worker is gone already; this is harmless)
+    in_process = {}
+    for name in example_names():
+        with example_path(name) as path:
+            report = triage_case(load_case(path), lang="en", environ={}, installed={}, cwd=path,
+                                 display_path=name, runner=runner)
+        in_process[name] = render(report, "json")
+    assert in_process == _fresh_reports()
+
+
+def test_the_cli_reports_an_engine_crash_as_a_clear_error(tmp_path):
+    """No signal and no traceback reach the user: exit 2 with a message naming the case."""
+    (tmp_path / "case.yaml").write_text("schema: qcdoctor/case-v1\nevidence: [dataset_eval]\n")
+    code = ("import os, signal, sys\n"
+            "from qcdoctor.engine import durable_host, cli\n"
+            "durable_host.QuietHost.match = lambda *a: os.kill(os.getpid(), signal.SIGABRT)\n"
+            "sys.exit(cli.main(['triage', sys.argv[1]]))\n")
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "rule engine failed" in result.stderr and "SIGABRT" in result.stderr
+    assert str(tmp_path / "case.yaml") in result.stderr
