@@ -17,6 +17,7 @@ from qcdoctor.engine.fact_types import (
     USER_CHECKS,
 )
 
+from . import limits
 from .yaml_schema import Choice, Flag, ListOf, Mapping, Number, Text, Version, load_document
 
 SCHEMA_ID = "qcdoctor/case-v1"
@@ -122,6 +123,13 @@ def resolve_case_path(path: str | Path) -> tuple[Path, Path]:
 def load_case(path: str | Path) -> Case:
     folder, file = resolve_case_path(path)
     try:
+        size = file.stat().st_size
+        if size > limits.CASE_FILE_BYTES:
+            # refused before reading: a huge file costs nothing
+            raise QcdoctorError(f"{size:,} bytes: larger than the "
+                                f"{limits.size_text(limits.CASE_FILE_BYTES)} limit for {CASE_FILE}",
+                                file=str(file), fix="keep only the keys qcdoctor reads; attach "
+                                                    "data (tables, logs) as separate files")
         text = file.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise QcdoctorError(f"not UTF-8 text (byte {exc.start})", file=str(file),

@@ -43,6 +43,8 @@ def _same(a, b) -> str:
             b = list(b) * len(a)
         if len(a) != len(b):
             return "no"
+        if not all(isinstance(v, (int, float)) for v in [*a, *b]):
+            return "unknown"
         return "yes" if all(abs(float(x) - float(y)) <= 1e-6 * max(1.0, abs(float(y)))
                             for x, y in zip(a, b, strict=True)) else "no"
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -163,8 +165,14 @@ def _affine(side: dict):
             any(v == 0 for v in [*std, divisor]):
         return None
     width = max(len(mean), len(std))
+    if not mean or not std or {len(mean), len(std)} - {1, width}:
+        return None                    # no values, or channel counts that do not pair up
     mean, std = list(mean) * (width // len(mean)), list(std) * (width // len(std))
-    return ([1.0 / (divisor * s) for s in std], [-m / s for m, s in zip(mean, std, strict=True)])
+    try:
+        return ([1.0 / (divisor * s) for s in std],
+                [-m / s for m, s in zip(mean, std, strict=True)])
+    except (ZeroDivisionError, OverflowError):     # products below the smallest float
+        return None
 
 
 def _normalisation(case, train, board, preprocess, script_source) -> dict:
@@ -271,7 +279,7 @@ def _layout(case, train, board, calls, config, script_source) -> list[dict]:
     return [{"type": "layout_check", "train_layout": train_layout or "unknown",
              "input_layout": input_layout or "unknown", "transpose": transposed,
              "known": bool(train_layout and input_layout) and transposed != "unknown",
-             "permutes_ok": ("unknown" if permutes is UNKNOWN or permutes is None else
+             "permutes_ok": ("unknown" if not isinstance(permutes, (list, tuple)) else
                              "yes" if list(permutes) == [0, 3, 1, 2] else "no"),
              "permutes": _text(permutes) if transpose else "",
              "source": f"{script_source} line {transpose.line}" if transpose else
@@ -318,7 +326,8 @@ def _core_num(config, calls, platform, config_source, script_source) -> list[dic
     source = config_source
     if core is None and compile_ is not None:
         value = compile_.args.get("core_num")
-        core = value if isinstance(value, int) else None
+        core = value if isinstance(value, int) and not isinstance(value, bool) \
+            and 0 < value < 1000 else None
         source = f"{script_source} line {compile_.line}"
     march = platform.get("march", "unknown")
     if core is None:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from qcdoctor.engine.errors import QcdoctorError
 
+from . import limits
+
 TRACKED = ("insert_image_preprocess", "insert_image_convert", "insert_transpose",
            "insert_roi_resize", "insert_split", "remove_io_op", "convert", "compile")
 # positional parameter names, for matching positional arguments to keywords
@@ -60,6 +62,7 @@ class _Reader(ast.NodeVisitor):
         self.calls: list[Call] = []
         self.loop_depth = 0
         self.stack: list[str] = []
+        self.followed = 0          # calls of the script's own functions followed so far
 
     # --- names ------------------------------------------------------------------
     def visit_Import(self, node):
@@ -109,8 +112,11 @@ class _Reader(ast.NodeVisitor):
             self.calls.append(Call(name, node.lineno, len(self.calls), self.arguments(name, node),
                                    self.loop_depth > 0))
         elif isinstance(node.func, ast.Name) and node.func.id in self.functions \
-                and node.func.id not in self.stack:
-            self.stack.append(node.func.id)           # follow the script's own function
+                and node.func.id not in self.stack \
+                and self.followed < limits.SCRIPT_FOLLOWED_CALLS:
+            # follow the script's own function (a budget: nested calls can multiply)
+            self.followed += 1
+            self.stack.append(node.func.id)
             for statement in self.functions[node.func.id].body:
                 self.visit(statement)
             self.stack.pop()
@@ -156,16 +162,23 @@ class _Reader(ast.NodeVisitor):
             return -inner if isinstance(inner, (int, float)) else UNKNOWN
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             left, right = self.value(node.left), self.value(node.right)
-            if isinstance(left, list) and isinstance(right, int):
-                return left * right
             if isinstance(right, list) and isinstance(left, int):
-                return right * left
+                left, right = right, left
+            if isinstance(left, list) and isinstance(right, int):
+                return left * right if 0 <= len(left) * right <= limits.SCRIPT_LIST_ITEMS \
+                    else UNKNOWN
             if isinstance(left, (int, float)) and isinstance(right, (int, float)):
+                if isinstance(left, int) and isinstance(right, int) and \
+                        left.bit_length() + right.bit_length() > 1024:
+                    return UNKNOWN                 # x = x * x, repeated: no huge integers
                 return left * right
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             left, right = self.value(node.left), self.value(node.right)
             if isinstance(left, (int, float)) and isinstance(right, (int, float)) and right:
-                return left / right
+                try:
+                    return left / right
+                except OverflowError:
+                    return UNKNOWN
         return UNKNOWN
 
 
@@ -178,10 +191,17 @@ def read_script(path: Path) -> list[Call]:
                             fix="give deploy.script as a path relative to the case folder") from None
     try:
         tree = ast.parse(text, filename=str(path))
+        reader = _Reader()
+        for statement in tree.body:
+            reader.visit(statement)
     except SyntaxError as exc:
         raise QcdoctorError(f"the deploy script is not valid Python: {exc.msg}", file=str(path),
                             line=exc.lineno, fix="send the script as it runs") from None
-    reader = _Reader()
-    for statement in tree.body:
-        reader.visit(statement)
+    except (RecursionError, MemoryError):
+        raise QcdoctorError("the deploy script nests expressions too deeply to read",
+                            file=str(path), fix="send the script as it runs; a generated "
+                                                "script can be cut to its hbdk4 calls") from None
+    except ValueError as exc:              # e.g. a null byte in the source
+        raise QcdoctorError(f"the deploy script cannot be read as Python: {exc}",
+                            file=str(path), fix="send the script as it runs") from None
     return reader.calls

@@ -22,14 +22,39 @@ class Graph:
     producers: dict[str, list[str]] = field(default_factory=dict)
     by_target: dict[str, str] = field(default_factory=dict)      # module path -> node name
 
+    # built on first use, after loading: (target -> its order, [targets in order],
+    # dotted suffix -> order of the first target ending in it)
+    _suffixes: tuple | None = field(default=None, repr=False, compare=False)
+
     def node_for_layer(self, layer: str) -> str | None:
-        """The node of a compare_per_layer mod_name (exact target, else a suffix match)."""
+        """The node of a compare_per_layer mod_name: the exact target, else the first target
+        (in graph order) that ends the name or that the name ends, at a '.'.
+
+        Dictionary look-ups of the name's dotted suffixes: linear in the graph size overall,
+        where comparing every layer with every target was quadratic.
+        """
         if layer in self.by_target:
             return self.by_target[layer]
-        for target, node in self.by_target.items():
-            if layer.endswith("." + target) or target.endswith("." + layer):
-                return node
+        if self._suffixes is None:
+            self._suffixes = self._suffix_index()
+        order, targets, ends = self._suffixes
+        found = [order[layer[i + 1:]] for i, ch in enumerate(layer)
+                 if ch == "." and layer[i + 1:] in order]
+        if layer in ends:
+            found.append(ends[layer])
+        if found:
+            return self.by_target[targets[min(found)]]
         return layer if layer in self.nodes else None
+
+    def _suffix_index(self):
+        targets = list(self.by_target)
+        order = {t: i for i, t in enumerate(targets)}
+        ends: dict[str, int] = {}
+        for i, target in enumerate(targets):
+            for at, ch in enumerate(target):
+                if ch == ".":
+                    ends.setdefault(target[at + 1:], i)
+        return order, targets, ends
 
 
 def load_graph(path: Path) -> tuple[Graph, list[dict]]:
@@ -70,30 +95,27 @@ def graph_origin(graph: Graph, layers: list[tuple[int, str, bool]]) -> int | Non
     no compared row are looked through, up to the nearest compared ones.
     """
     status: dict[str, bool] = {}
+    nodes = []
     for _, layer, bad in layers:
         node = graph.node_for_layer(layer) if layer else None
+        nodes.append(node)
         if node is not None:
             status[node] = status.get(node, False) or bad
-    for position, layer, bad in layers:
-        if not bad or not layer:
-            continue
-        node = graph.node_for_layer(layer)
-        if node is None:
-            continue
-        if not any(status.get(p, False) for p in _nearest_compared(graph, node, status)):
+    upstream = _bad_upstream(graph, status)
+    for (position, _, bad), node in zip(layers, nodes, strict=True):
+        if bad and node is not None and not upstream.get(node, False):
             return position
     return None
 
 
-def _nearest_compared(graph: Graph, node: str, status: dict[str, bool], limit: int = 10000):
-    seen, stack, found = set(), list(graph.producers.get(node, ())), []
-    while stack and len(seen) < limit:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        if current in status:
-            found.append(current)
-        else:
-            stack.extend(graph.producers.get(current, ()))
-    return found
+def _bad_upstream(graph: Graph, status: dict[str, bool]) -> dict[str, bool]:
+    """node -> whether one of its nearest compared producers is bad.
+
+    Producers always come earlier in the file (args name nodes already read), so one pass
+    in graph order computes it for every node, each edge looked at once.
+    """
+    upstream: dict[str, bool] = {}
+    for node, producers in graph.producers.items():
+        upstream[node] = any(status[p] if p in status else upstream.get(p, False)
+                             for p in producers)
+    return upstream

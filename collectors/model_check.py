@@ -13,6 +13,7 @@ from .tables import psql_tables, simple_table
 _AVG = re.compile(r"averaging_constant\s*=\s*([0-9.eE+-]+)")
 _ABNORMAL_COMPUTE = re.compile(r"^(\S+)\s+((?:float|int|qint)\d+\*(?:float|int|qint)\d+)\s*$")
 STUBS = ("QuantStub", "DeQuantStub")
+TITLE_GAP = 3          # lines between a section title and its table's header
 
 
 def check_model(path: Path) -> list[dict]:
@@ -25,13 +26,13 @@ def check_model(path: Path) -> list[dict]:
     for i, line in enumerate(lines):
         text = line.strip()
         if text.startswith("Fusable modules are listed below"):
-            table = simple_table(lines, i + 1)
+            table = simple_table(lines, i + 1, within=TITLE_GAP)
             for at, cells in (table[2] if table else []):
                 name = cells[0]
                 add("unfused", name.replace("(shared)", ""),
                     "shared module" if "(shared)" in name else cells[1] if len(cells) > 1 else "", at)
         elif text.startswith("Each module called times"):
-            table = simple_table(lines, i + 1)
+            table = simple_table(lines, i + 1, within=TITLE_GAP)
             for at, cells in (table[2] if table else []):
                 if len(cells) >= 2 and cells[1].isascii() and cells[1].isdigit():
                     times = int(cells[1])

@@ -190,9 +190,9 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
                      kind="pickle" if path.suffix == ".pt" else "table")
         if sens is None:
             continue
+        summary = summarise(sens, rel, srel, limits)
         if sens.problems:
             facts.append(_problem(srel, "; ".join(sens.problems[:5]), True, srel))
-        summary = summarise(sens, rel, srel, limits)
         if summary is None:
             facts.append(_problem(srel, "no usable rows", True, srel))
             continue

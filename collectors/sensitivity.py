@@ -147,9 +147,18 @@ def summarise(sens: SensitivityFile, analysis: str, source: str,
               limits: Thresholds = DEFAULT) -> dict | None:
     if not sens.rows:
         return None
-    values = badness(sens.metric, np.array([r.value for r in sens.rows], dtype=float))
+    with np.errstate(over="ignore"):
+        values = badness(sens.metric, np.array([r.value for r in sens.rows], dtype=float))
+    finite = np.isfinite(values)
+    if not finite.all():               # e.g. an SQNR of -5000 dB: 10**500 overflows
+        sens.problems.append(f"{int((~finite).sum())} value(s) too extreme to compare; "
+                             "rows skipped")
+        values = values[finite]
+    rows = [r for r, ok in zip(sens.rows, finite, strict=True) if ok]
+    if not rows:
+        return None
     order = np.argsort(-values, kind="stable")
-    ranked = [sens.rows[i] for i in order]
+    ranked = [rows[i] for i in order]
     b = values[order]
     top = float(b[0])
     second = float(b[1]) if len(b) > 1 else 0.0
@@ -162,7 +171,7 @@ def summarise(sens: SensitivityFile, analysis: str, source: str,
             "top_kind": ranked[0].sensitive_type or "activation",
             "top_op_type": ranked[0].op_type.strip("<>'").replace("class '", ""),
             "top_value": float(ranked[0].value),
-            "dominance": round(top / second, 6) if second > 0 else (1e6 if top > 0 else 1.0),
+            "dominance": round(min(top / second, 1e6), 6) if second > 0 else (1e6 if top > 0 else 1.0),
             "dominant": len(b) > 1 and (second <= 0 < top or (second > 0 and top / second >= limits.dominance)),
             "flat": len(b) >= 5 and fifth > 0 and top / fifth <= limits.flat_spread,
             "tail_near_zero": len(b) < 5 or top <= 0 or tail <= limits.tail_near_zero * top,

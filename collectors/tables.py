@@ -89,8 +89,8 @@ def read_psql_file(path, usecols: set[str] | None = None, text_columns=()) -> Ta
     if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
         table.problems.append("some rows have more cells than the header; the extra cells were cut")
     # borders and stray lines come through with no index: drop them, keep real rows
-    index = pd.to_numeric(frame["_index"], errors="coerce")
-    keep = index.notna()
+    numbers, ok = row_numbers(frame["_index"])
+    keep = pd.Series(ok, index=frame.index)
     if not keep.all():
         dropped = int((~keep).sum())
         tail_border = dropped == 1 and not keep.iloc[-1]
@@ -100,19 +100,36 @@ def read_psql_file(path, usecols: set[str] | None = None, text_columns=()) -> Ta
         table.frame["_line"] = (keep[keep].index.to_numpy() + skip + 1)
     else:
         table.frame["_line"] = frame.index.to_numpy() + skip + 1
-    table.frame["_index"] = index[keep].astype("int64").to_numpy()
+    table.frame["_index"] = numbers[ok]
     return table
+
+
+def row_numbers(cells: pd.Series):
+    """(numbers, ok) of a row-number column: ok where a cell is a whole, finite number.
+
+    ``1``, ``1.0000000`` and `` 3 `` count; text, NaN, inf and fractions do not.
+    """
+    import numpy as np
+    import pandas as pd
+    numbers = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(numbers) & (numbers == np.floor(numbers)) & (np.abs(numbers) < 2 ** 53)
+    return np.where(ok, numbers, 0).astype("int64"), ok
 
 
 def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table:
     """The profiler CSV: ', ' separated, header from the first row only."""
+    import numpy as np
     import pandas as pd
     with open(path, encoding="utf-8", errors="replace") as handle:
         first = handle.readline()
     if not first.strip():
         raise ValueError("empty file: no header row")
     header = [normalise_header(h) for h in first.rstrip("\n").split(",")]
-    header = _dedupe([h or "_index" for h in header])
+    # the profiler writes no index column (the first field is mod_name); older writers
+    # put an unnamed row-number column first
+    indexed = header[0] == ""
+    header = _dedupe([h or ("_index" if i == 0 else f"_unnamed{i}") for i, h in enumerate(header)])
     extra = [f"_extra{i}" for i in range(4)]      # later rows may carry more fields
     names = header + extra
     # no usecols: with more names than fields the C parser rejects usecols, and the
@@ -140,6 +157,15 @@ def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table
         del frame[column]
     table.frame = frame
     table.frame["_line"] = frame.index.to_numpy() + 2
+    position = frame.index.to_numpy()
+    if not indexed:                         # the row number is the data line's position
+        frame["_index"] = position
+        return table
+    numbers, ok = row_numbers(frame["_index"])
+    if not ok.all():
+        table.problems.append(f"{int((~ok).sum())} row(s) have no whole row number in the first "
+                              "column; their position in the file was used")
+    frame["_index"] = np.where(ok, numbers, position)
     return table
 
 
@@ -179,12 +205,15 @@ def psql_tables(lines: list[str]) -> list[tuple[int, list[str], list[tuple[int, 
 _DASHES = re.compile(r"-+")
 
 
-def simple_table(lines: list[str], start: int = 0):
+def simple_table(lines: list[str], start: int = 0, within: int | None = None):
     """A tabulate 'simple' table from ``start``: (header, [(line, cells)]) or None.
 
     The dashed underline gives the column spans; the last column runs to the line end.
+    ``within``: the header must start in that many lines (a table right under its title),
+    so that many titles in one file cost no rescans of the rest.
     """
-    for i in range(start, len(lines) - 1):
+    end = len(lines) - 1 if within is None else min(len(lines) - 1, start + within)
+    for i in range(start, end):
         under = lines[i + 1]
         if under.strip() and set(under.strip()) <= {"-", " "} and "-" in under \
                 and lines[i].strip() and not set(lines[i].strip()) <= {"-", " "}:

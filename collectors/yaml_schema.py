@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from dataclasses import dataclass, field
 
 import yaml
 
 from qcdoctor.engine.errors import QcdoctorError
 
+from . import limits
 from .versions import VERSION_RE
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"
@@ -201,18 +203,119 @@ class Mapping(Spec):
         return out
 
 
+class _Refused(Exception):
+    """A document past one of the limits (collectors/limits.py), or holding no text."""
+
+    def __init__(self, problem: str, mark, fix: str):
+        super().__init__(problem)
+        self.problem, self.mark, self.fix = problem, mark, fix
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """The safe loader with limits checked while composing, before any of them can cost.
+
+    Nesting depth is checked before the composer recurses (no RecursionError); every
+    alias counts the nodes it stands for, so a "billion laughs" file stops after
+    ``YAML_NODES`` instead of expanding.
+    """
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0
+        self.nodes = 0
+        self.expanded: dict[int, int] = {}          # id(anchored node) -> its node count
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(parent, yaml.SequenceNode) and index >= limits.LIST_ITEMS:
+            raise _Refused(f"a list has more than {limits.LIST_ITEMS:,} items "
+                           f"(limit: {limits.LIST_ITEMS:,} per list)", event.start_mark,
+                           "keep the list short: name the few items that matter")
+        if isinstance(event, yaml.AliasEvent):
+            node = self.anchors.get(event.anchor)
+            self._count(self.expanded.get(id(node), 1), event.start_mark)
+            return super().compose_node(parent, index)
+        self.depth += 1
+        if self.depth > limits.YAML_DEPTH:
+            raise _Refused(f"nested more than {limits.YAML_DEPTH} levels deep "
+                           f"(limit: {limits.YAML_DEPTH} levels)", event.start_mark,
+                           "write the values flat, as the case file format shows")
+        before = self.nodes
+        self._count(1, event.start_mark)
+        node = super().compose_node(parent, index)
+        self.depth -= 1
+        if getattr(event, "anchor", None) is not None:
+            self.expanded[id(node)] = self.nodes - before
+        if isinstance(node, yaml.ScalarNode):
+            if len(node.value) > limits.TEXT_CHARS:
+                raise _Refused(f"a value of {len(node.value):,} characters "
+                               f"(limit: {limits.TEXT_CHARS:,} per value)", node.start_mark,
+                               "shorten it; attach long text as a file in the case folder")
+            if _SURROGATE.search(node.value):
+                raise _Refused("a value holds an escaped lone surrogate (such as \\ud800), "
+                               "which is not text", node.start_mark,
+                               "write the characters themselves, or a \\U escape of a real one")
+        return node
+
+    def _count(self, nodes: int, mark) -> None:
+        self.nodes += nodes
+        if self.nodes > limits.YAML_NODES:
+            raise _Refused(f"more than {limits.YAML_NODES:,} values, aliases expanded "
+                           f"(limit: {limits.YAML_NODES:,})", mark,
+                           "write the values out once; anchors and aliases that repeat "
+                           "whole lists multiply them")
+
+
+def _yaml_error(exc: Exception, file: str) -> QcdoctorError:
+    if isinstance(exc, _Refused):
+        return QcdoctorError(exc.problem, file=file,
+                             line=exc.mark.line + 1 if exc.mark else None, fix=exc.fix)
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        return QcdoctorError(f"not valid YAML: {exc.problem or exc}", file=file,
+                             line=mark.line + 1 if mark else None,
+                             fix="check indentation and quoting around this line")
+    return QcdoctorError(f"not valid YAML: {exc}", file=file)
+
+
+def _check_size(text: str, file: str) -> None:
+    if len(text) > limits.CASE_FILE_BYTES:
+        raise QcdoctorError(f"{len(text):,} characters: larger than the "
+                            f"{limits.size_text(limits.CASE_FILE_BYTES)} limit for this file",
+                            file=file, fix="keep only the keys qcdoctor reads; attach data "
+                                           "(tables, logs) as separate files")
+
+
+def _load(text: str, file: str, single):
+    _check_size(text, file)
+    loader = None
+    try:
+        loader = BoundedLoader(text)        # checks the characters first
+        return single(loader)
+    except yaml.reader.ReaderError as exc:
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character[:1] or "?")
+        raise QcdoctorError(f"not valid YAML: the character U+{char:04X} is not allowed in "
+                            "YAML text", file=file, line=text.count("\n", 0, exc.position) + 1,
+                            fix="remove control characters; save the file as plain text") from None
+    except (_Refused, yaml.YAMLError) as exc:
+        raise _yaml_error(exc, file) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def load_plain(text: str, file: str):
+    """A YAML document as Python values, within the limits (answers and config files)."""
+    return _load(text, file, lambda loader: loader.get_single_data())
+
+
 def load_document(text: str, file: str, spec: Mapping) -> tuple[dict, dict[str, int]]:
     """Compose ``text`` and read it with ``spec``: (values, key path -> line)."""
     ctx = _Ctx(file)
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise QcdoctorError(f"not valid YAML: {exc.problem or exc}", file=file,
-                            line=mark.line + 1 if mark else None,
-                            fix="check indentation and quoting around this line") from None
-    except yaml.YAMLError as exc:
-        raise QcdoctorError(f"not valid YAML: {exc}", file=file) from None
+    node = _load(text, file, lambda loader: loader.get_single_node())
     if node is None or _is_null(node):
         return {}, {}
     return spec.read(node, "", ctx), ctx.lines

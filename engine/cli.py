@@ -108,6 +108,7 @@ def _case_files(folder: Path | None, args):
 
 
 def main(argv: list[str] | None = None) -> int:
+    _tolerant_streams()
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -156,7 +157,25 @@ def _same_file(target: Path, inputs: list[Path]) -> bool:
     return False
 
 
+def _tolerant_streams() -> None:
+    """Text that cannot be encoded (lone surrogates from undecodable file names, a terminal
+    that is not UTF-8) is printed escaped: output never fails on user text."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):       # a closed or detached stream
+                pass
+
+
+def printable(text: str) -> str:
+    """``text`` with lone surrogates escaped, so it can be written as UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _emit(text: str, output: str | None, protected: list[Path]) -> None:
+    text = printable(text)
     if output is None:
         sys.stdout.write(text)
         return

@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from qcdoctor.collectors import limits
+from qcdoctor.collectors.yaml_schema import load_plain
 
 from .errors import QcdoctorError
 from .questions import Question
@@ -163,17 +164,20 @@ class ScriptedPrompter:
         self.path = Path(path)
         self.stdout = stdout or sys.stdout
         try:
-            data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
+            size = self.path.stat().st_size
+            if size > limits.CASE_FILE_BYTES:
+                raise QcdoctorError(f"{size:,} bytes: larger than the "
+                                    f"{limits.size_text(limits.CASE_FILE_BYTES)} limit for an "
+                                    "answers file", file=str(path),
+                                    fix="keep one line per question key")
+            text = self.path.read_text(encoding="utf-8")
         except OSError as exc:
             raise QcdoctorError(f"cannot read the answers file: {exc.strerror}", file=str(path)) from None
         except UnicodeDecodeError as exc:
             line = self.path.read_bytes()[:exc.start].count(b"\n") + 1
             raise QcdoctorError(f"not UTF-8 text (byte {exc.start})", file=str(path), line=line,
                                 fix="save the answers file as UTF-8") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise QcdoctorError("the answers file is not valid YAML", file=str(path),
-                                line=mark.line + 1 if mark else None) from None
+        data = load_plain(text, str(path)) or {}
         if not isinstance(data, dict):
             raise QcdoctorError("the answers file holds a mapping of question keys to answers",
                                 file=str(path), fix="e.g. platform.chip: J6E")

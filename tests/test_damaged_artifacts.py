@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -12,7 +13,7 @@ from qcdoctor.engine.report import render
 from qcdoctor.engine.triage import triage_case
 
 from .qa.scenarios import build, case_yaml
-from .qa.writers import layer, write_compare, write_sensitivity
+from .qa.writers import COMPARE_FORMATS, layer, write_compare, write_sensitivity
 
 BASE = Path(__file__).parent / "qa"
 
@@ -59,7 +60,7 @@ def _damage(text: str, how: str, rnd) -> str:
 
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(how=damage, fmt=st.sampled_from(["txt", "csv"]), target=st.sampled_from(["compare", "sens"]),
+@given(how=damage, fmt=st.sampled_from(COMPARE_FORMATS), target=st.sampled_from(["compare", "sens"]),
        rnd=st.randoms(use_true_random=False))
 def test_damaged_tables_never_crash(tmp_path_factory, how, fmt, target, rnd):
     case = build("cliff", tmp_path_factory.mktemp("damaged"), fmt=fmt)
@@ -123,3 +124,36 @@ def test_sensitivity_with_bad_values_keeps_the_good_rows(tmp_path):
     summary = next(f for f in report["facts"] if f["type"] == "sensitivity_summary")
     assert summary["rows"] == 2 and summary["top_op"] == "a"
     assert any(p["partial"] for p in _problems(report))
+
+
+@pytest.mark.parametrize("cell,partial", [("1.0000000", False), ("None", True), ("conv", True),
+                                          ("nan", True), ("1.5", True), ("inf", True)])
+def test_csv_row_numbers_that_are_not_whole_numbers(tmp_path, cell, partial):
+    case = tmp_path / "c"
+    case_yaml(case)
+    rows = [layer("a", 0.99999), layer("b", 0.7), layer("c", 0.69)]
+    path = write_compare(case / "qa", rows, fmt="csv_index")
+    lines = path.read_text().splitlines()
+    assert lines[2].startswith("1, b, ")
+    lines[2] = cell + lines[2][1:]
+    path.write_text("\n".join(lines) + "\n")
+    report = _triage(case)
+    origin = next(f for f in report["facts"] if f["type"] == "layer_origin")
+    assert (origin["layer"], origin["row"]) == ("b", 1)       # the position stands in
+    table = next(f for f in report["facts"] if f["type"] == "layer_table")
+    assert table["partial"] == partial and table["rows"] == 3
+    if partial:
+        assert any("position in the file" in p["problem"] for p in _problems(report))
+
+
+def test_profiler_csv_without_index_column_cites_data_positions(tmp_path):
+    case = tmp_path / "c"
+    case_yaml(case)
+    rows = [layer("a", 0.99999), layer("b", 0.99998), layer("c", 0.7)]
+    path = write_compare(case / "qa", rows, fmt="csv")
+    assert path.read_text().startswith("mod_name, base_op_type")
+    report = _triage(case)
+    origin = next(f for f in report["facts"] if f["type"] == "layer_origin")
+    assert (origin["layer"], origin["row"]) == ("c", 2)
+    assert origin["source"] == "qa/compare_per_layer_out.csv row 2 (line 4)"
+    assert not _problems(report)

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from qcdoctor.collectors import limits
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.engine import durable_host
 from qcdoctor.engine.engine_process import EngineCrash, EngineFailure, EngineProcess
@@ -152,12 +153,18 @@ def test_long_and_broken_strings_never_reach_the_engine():
     fact = engine_fact({"type": "stage", "stage": "qat", "metric": text})
     assert len(fact["metric"]) < MAX_ENGINE_STRING + 40
     assert "more characters" in fact["metric"] and "\udc80" not in fact["metric"]
+    # a case file stops longer values and lone surrogates itself (collectors/limits.py);
+    # what it lets through, longer than the engine takes, is cut before the engine
     case = json.loads(json.dumps(CONVERT))
     for stage in case["stages"].values():
-        stage["metric"] = "m\udc80" + "A" * 100_000
-    case["title"] = "t\ud800" * 1000
+        stage["metric"] = "m" + "A" * (limits.TEXT_CHARS - 1)
+    case["title"] = "t\u4e2d" * (limits.TEXT_CHARS // 2)
+    assert limits.TEXT_CHARS > MAX_ENGINE_STRING
     report = triage_dict(case)
     assert report["conclusion"]["stage"] == "convert"
+    case["title"] = "t\ud800"
+    with pytest.raises(QcdoctorError, match="lone surrogate"):
+        triage_dict(case)
 
 
 def _fresh_reports() -> dict[str, str]:

@@ -63,6 +63,13 @@ def test_a_2_mb_bad_value_gives_a_short_message(tmp_path, capsys):
     err = capsys.readouterr().err
     print(f"2 MB bad version: {len(err)} characters of message, "
           f"{time.perf_counter() - started:.2f} s")
+    assert len(err) < 1000 and str(tmp_path / "case.yaml") in err   # refused by its size
+    # a long value within the size limits reaches the version check: cut in the message
+    value = "1." * 4_000 + "!"
+    (tmp_path / "case.yaml").write_text(
+        f'schema: qcdoctor/case-v1\nversions: {{hbdk4-compiler: "{value}"}}\n', encoding="utf-8")
+    assert main(["triage", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
     assert len(err) < 1000
     assert f"{tmp_path / 'case.yaml'}:2: 'versions.hbdk4-compiler':" in err
     assert "characters left out" in err and err.rstrip().endswith("e.g. 4.4.1")

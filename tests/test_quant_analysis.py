@@ -14,7 +14,14 @@ from qcdoctor.collectors.case_file import load_case
 from qcdoctor.engine.triage import triage_case
 
 from .qa.scenarios import SCENARIOS, build, case_yaml, cliff_rows
-from .qa.writers import layer, write_compare, write_fx_graph, write_model_check, write_sensitivity
+from .qa.writers import (
+    COMPARE_FORMATS,
+    layer,
+    write_compare,
+    write_fx_graph,
+    write_model_check,
+    write_sensitivity,
+)
 
 GOLDEN = Path(__file__).parent / "golden" / "qa"
 UPDATE = os.environ.get("QCDOCTOR_UPDATE_GOLDEN") == "1"
@@ -73,7 +80,7 @@ def _golden(name: str, report: dict) -> None:
 
 
 @pytest.mark.parametrize("layout", ["16", "23", "upper"])
-@pytest.mark.parametrize("fmt", ["txt", "csv"])
+@pytest.mark.parametrize("fmt", COMPARE_FORMATS)
 def test_every_layout_and_format_reads_the_same(tmp_path, layout, fmt):
     report = triage(build("truncation", tmp_path, layout, fmt))
     origin = facts_of(report, "layer_origin")[0]
@@ -82,7 +89,7 @@ def test_every_layout_and_format_reads_the_same(tmp_path, layout, fmt):
     table = facts_of(report, "layer_table")[0]
     assert table["layout"] == layout and table["compared"] == 8 and not table["partial"]
     assert facts_of(report, "error_kind")[0]["kind"] == "truncation"
-    assert f"compare_per_layer_out.{fmt} row 4" in origin["source"]
+    assert f"compare_per_layer_out.{fmt[:3]} row 4" in origin["source"]
 
 
 def test_next_actions_name_the_real_ops(tmp_path):

@@ -70,13 +70,19 @@ def compare_rows(rows: list[dict], layout: str) -> tuple[list[str], list[list]]:
     return header, out
 
 
+COMPARE_FORMATS = ("txt", "csv", "csv_index")
+
+
 def write_compare(folder: Path, rows: list[dict], layout: str = "16", fmt: str = "txt") -> Path:
+    """fmt: ``txt`` (psql box table), ``csv`` as the profiler writes it (no index column,
+    the first field is mod_name), or ``csv_index`` (an unnamed row-number column first)."""
     header, values = compare_rows(rows, layout)
     folder.mkdir(parents=True, exist_ok=True)
-    if fmt == "csv":
+    if fmt in ("csv", "csv_index"):
         path = folder / "compare_per_layer_out.csv"
-        lines = [", ".join([""] + header)]
-        lines += [", ".join([str(i)] + [_cell(v, True) for v in r]) for i, r in enumerate(values)]
+        lead = (lambda i: [str(i)]) if fmt == "csv_index" else (lambda i: [])  # noqa: E731
+        lines = [", ".join(lead("") + header)]
+        lines += [", ".join(lead(i) + [_cell(v, True) for v in r]) for i, r in enumerate(values)]
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     else:
         path = folder / "compare_per_layer_out.txt"
