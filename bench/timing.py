@@ -1,15 +1,27 @@
-"""Shared by the benchmarks: best-of-N wall time."""
+"""Shared by the benchmarks: wall times over repeats, reported as min and median."""
 
 from __future__ import annotations
 
+import statistics
 import time
+
+
+def times(fn, runs: int = 5) -> list[float]:
+    """Wall time of each of ``runs`` calls, in seconds."""
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
 
 
 def best(fn, runs: int = 5) -> float:
     """The fastest of ``runs`` calls, in seconds (the least disturbed by the machine)."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(times(fn, runs))
+
+
+def spread(fn, runs: int = 5) -> tuple[float, float]:
+    """(min, median) of ``runs`` calls, in seconds."""
+    measured = times(fn, runs)
+    return min(measured), statistics.median(measured)
