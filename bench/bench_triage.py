@@ -1,54 +1,46 @@
-"""Benchmark: triage throughput, memory growth, and CLI start-up, each beside a baseline
-measured in the same run.
+"""Benchmark: how fast a triage is, cold from the command line and warm in one process,
+each beside a baseline measured in the same run. Figures are min and median over
+repeats; targets are judged on the median.
 
-- throughput: cases per second over 1,000 varied cases in one process; baseline: the
-  same cases only loaded and turned into facts (no rules), so the ratio shows what the
-  engine adds. Target >= 100 cases/s.
-- memory: RSS growth over the 1,000 cases after a warm-up; baseline: growth over 1,000
-  plain fact collections. Target < 20 MB.
-- start-up: ``qcdoctor --help`` wall time; baseline: ``python -c pass``. Target: the
-  help path imports neither torch nor pandas.
+- cold CLI: ``qcdoctor triage --example convert_j6e_no_retrain`` (md) vs
+  ``python -c pass``, target <= 5x; ``qcdoctor --help``, target <= 1.5x (and it imports
+  neither torch nor pandas); triage of a case holding a 50,000-row compare table (23
+  columns, CSV without index) vs ``python -c "import pandas; pandas.read_csv(F,
+  skipinitialspace=True)"`` of the same table, target <= 1.3x.
+- in process: the 11 bundled examples triaged over and over; cases per second (median of
+  5 rounds, target >= 500) and the p95 latency of one case.
+- engine: the rules on the facts of every example, durable_rules (in its worker) vs the
+  pure-Python matcher the tests use as an oracle, same rules and facts, target <= 1.5x.
+- memory: this process's RSS growth over 1,000 triages after a warm-up, target < 20 MB.
 
 Run: python bench/bench_triage.py
 """
 
 from __future__ import annotations
 
-import random
 import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import replace
+from pathlib import Path
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the fixture writers
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import spread  # noqa: E402
 
-from qcdoctor.collectors.case_facts import collect_facts
-from qcdoctor.collectors.case_file import parse_case
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.collectors.case_facts import collect_facts  # noqa: E402
+from qcdoctor.collectors.case_file import load_case  # noqa: E402
+from qcdoctor.engine.examples import example_names, example_path  # noqa: E402
+from qcdoctor.engine.patterns import oracle_bindings  # noqa: E402
+from qcdoctor.engine.rulebook import load_rules  # noqa: E402
+from qcdoctor.engine.runner import RuleRunner, engine_fact  # noqa: E402
+from qcdoctor.engine.triage import triage_case  # noqa: E402
 
-STAGES = ["float", "calib", "qat", "qat_export", "qat_bc", "quantized_bc", "hbm_x86", "board"]
-
-
-def varied_cases(n: int, seed: int = 1) -> list[str]:
-    rng = random.Random(seed)
-    texts = []
-    for _ in range(n):
-        chosen = sorted(rng.sample(range(len(STAGES)), rng.randint(0, 5)))
-        value, stages = 0.45, {}
-        for i in chosen:
-            value -= rng.choice([0.0, 0.001, 0.03])
-            stages[STAGES[i]] = {"metric": "mAP", "value": round(value, 4)}
-        texts.append(yaml.safe_dump({
-            "schema": "qcdoctor/case-v1", "symptom": "drop",
-            "evidence": [rng.choice(["dataset_eval", "single_frame", "reproducible_badcase"])],
-            "badcase": rng.choice(["available", "dataset_only", "none"]),
-            "platform": {"chip": rng.choice(["J6E", "J6M", "J6P", "J6B"])},
-            "versions": {"hbdk4-compiler": rng.choice(["4.4.1", "4.4.2", "4.9.0"])},
-            "retrain": rng.choice(["yes", "no", "unknown"]),
-            "consistency_levels_tried": rng.sample([0, 1, 2], rng.randint(0, 2)),
-            "tolerance": {"abs": rng.choice([0.005, 1e-5, 0.01])},
-            "stages": stages}))
-    return texts
+QCDOCTOR = [sys.executable, "-c", "import sys; from qcdoctor.engine.cli import main; "
+            "sys.exit(main(sys.argv[1:]))"]
 
 
 def rss_mb() -> float:
@@ -56,64 +48,104 @@ def rss_mb() -> float:
         return int(handle.read().split()[1]) * resource.getpagesize() / 2**20
 
 
-def timed(fn, texts):
-    start = time.perf_counter()
-    for text in texts:
-        fn(text)
-    return time.perf_counter() - start
+def cold(cmd: list[str], runs: int = 7) -> tuple[float, float]:
+    return spread(lambda: subprocess.run(cmd, check=True, capture_output=True), runs)
 
 
-def only_facts(text):
-    return collect_facts(parse_case(text, None, None), environ={}, installed={})
+def verdict(ok: bool) -> str:
+    return "OK" if ok else "MISSED"
 
 
-def full_triage(text):
-    return triage_case(parse_case(text, None, None), environ={}, installed={})
-
-
-def startup(cmd: list[str], runs: int = 5) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
-        best = min(best, time.perf_counter() - start)
-    return best
+def big_table_case(folder: Path) -> tuple[Path, Path]:
+    from tests.qa.writers import layer, write_compare
+    rows = [layer(f"model.block{i // 100}.layer{i % 100}.conv",
+                  0.99995 if i < 25_000 else 0.93, qscale=0.0078, base=(-1.2, 1.1),
+                  analy=(-1.19, 1.1)) for i in range(50_000)]
+    csv = write_compare(folder / "qa_convert", rows, "23", "csv")
+    (folder / "case.yaml").write_text(
+        "schema: qcdoctor/case-v1\nevidence: [dataset_eval]\nbadcase: available\n"
+        "platform: {chip: J6P}\nstages:\n  qat_bc: {metric: mAP, value: 0.45}\n"
+        "  quantized_bc: {metric: mAP, value: 0.39}\n", encoding="utf-8")
+    return folder, csv
 
 
 def main() -> int:
-    texts = varied_cases(1000)
-    for text in texts[:100]:                      # warm-up: caches, rules compiled
-        full_triage(text)
-        only_facts(text)
-
-    base_mem = rss_mb()
-    base_time = timed(only_facts, texts)
-    base_growth = rss_mb() - base_mem
-    mem = rss_mb()
-    triage_time = timed(full_triage, texts)
-    growth = rss_mb() - mem
-
-    rate = len(texts) / triage_time
-    print(f"throughput: {rate:8.0f} cases/s triage, {len(texts) / base_time:8.0f} cases/s facts only"
-          f" (triage takes {triage_time / base_time:.2f}x the fact collection)"
-          f"  target >= 100 cases/s: {'OK' if rate >= 100 else 'MISSED'}")
-    print(f"memory:     {growth:8.1f} MB growth over 1,000 triages, {base_growth:.1f} MB for"
-          f" facts only  target < 20 MB: {'OK' if growth < 20 else 'MISSED'}")
-
-    help_time = startup([sys.executable, "-m", "qcdoctor", "--help"])
-    bare_time = startup([sys.executable, "-c", "pass"])
-    probe = subprocess.run([sys.executable, "-c",
-                            "import sys\nfrom qcdoctor.engine.cli import main\n"
-                            "try: main(['--help'])\nexcept SystemExit: pass\n"
-                            "print('HEAVY:' + ','.join(m for m in ('torch', 'pandas') "
-                            "if m in sys.modules))"],
-                           capture_output=True, text=True, check=True)
+    results = []
+    bare = cold([sys.executable, "-c", "pass"])
+    example = cold(QCDOCTOR + ["triage", "--example", "convert_j6e_no_retrain"])
+    helping = cold(QCDOCTOR + ["--help"])
+    probe = subprocess.run(QCDOCTOR[:2] + [
+        "import sys\nfrom qcdoctor.engine.cli import main\ntry: main(['--help'])\n"
+        "except SystemExit: pass\nprint('HEAVY:' + ','.join(m for m in ('torch', 'pandas') "
+        "if m in sys.modules))"], capture_output=True, text=True, check=True)
     heavy = probe.stdout.rsplit("HEAVY:", 1)[-1].strip()
-    print(f"start-up:   {help_time * 1000:8.0f} ms qcdoctor --help, {bare_time * 1000:.0f} ms bare"
-          f" python ({help_time / bare_time:.2f}x); heavy imports: {heavy or 'none'}"
-          f"  target no torch/pandas: {'OK' if not heavy else 'MISSED'}")
-    ok = rate >= 100 and growth < 20 and not heavy
-    return 0 if ok else 1
+    with tempfile.TemporaryDirectory() as tmp:
+        case, csv = big_table_case(Path(tmp))
+        table_base = cold([sys.executable, "-c", "import pandas, sys; pandas.read_csv(sys.argv[1],"
+                           " skipinitialspace=True)", str(csv)], runs=5)
+        table = cold(QCDOCTOR + ["triage", str(case)], runs=5)
+    for name, (lo, med), base, target in (
+            ("triage --example", example, bare, 5.0), ("--help", helping, bare, 1.5),
+            ("triage, 50,000-row table", table, table_base, 1.3)):
+        ratio = med / base[1]
+        results.append(ratio <= target)
+        print(f"cold {name:26s} min {lo * 1e3:6.0f} ms, median {med * 1e3:6.0f} ms ="
+              f" {ratio:5.2f}x baseline (median {base[1] * 1e3:.0f} ms)  target <= {target}x:"
+              f" {verdict(ratio <= target)}")
+    results.append(not heavy)
+    print(f"cold --help imports: {heavy or 'neither torch nor pandas'}  target none:"
+          f" {verdict(not heavy)}")
+
+    cases = []
+    for name in example_names():
+        with example_path(name) as path:
+            cases.append((load_case(path), path))
+
+    def one(case, path):
+        return triage_case(case, environ={}, installed={}, cwd=path)
+    for case, path in cases:                      # warm: rules compiled, caches filled
+        one(case, path)
+    rates, latencies = [], []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(4):
+            for case, path in cases:
+                t = time.perf_counter()
+                one(case, path)
+                latencies.append(time.perf_counter() - t)
+        rates.append(4 * len(cases) / (time.perf_counter() - start))
+    latencies.sort()
+    rate = statistics.median(rates)
+    results.append(rate >= 500)
+    print(f"in process: {min(rates):6.0f}-{max(rates):.0f} cases/s, median {rate:.0f};"
+          f" p95 {latencies[int(0.95 * len(latencies))] * 1e3:.1f} ms  target >= 500 cases/s:"
+          f" {verdict(rate >= 500)}")
+
+    flat = tuple(replace(r, stratum=0) for r in load_rules())
+    runner = RuleRunner(flat)
+    fact_sets = [[engine_fact(f) for f in collect_facts(c, environ={}, installed={}, cwd=p)]
+                 for c, p in cases]
+    for facts in fact_sets:
+        runner.run(facts)
+    durable = spread(lambda: [runner.run(facts) for facts in fact_sets], runs=5)[1]
+    oracle = spread(lambda: [[oracle_bindings(r.when, facts) for r in flat]
+                             for facts in fact_sets], runs=5)[1]
+    ratio = durable / oracle
+    results.append(ratio <= 1.5)
+    print(f"engine: durable_rules {durable / len(fact_sets) * 1e3:.2f} ms/case, pure-Python"
+          f" matcher {oracle / len(fact_sets) * 1e3:.2f} ms/case ({ratio:.2f}x)  target <= 1.5x:"
+          f" {verdict(ratio <= 1.5)}")
+
+    for case, path in cases * 10:
+        one(case, path)
+    before = rss_mb()
+    for _ in range(1000 // len(cases) + 1):
+        for case, path in cases:
+            one(case, path)
+    growth = rss_mb() - before
+    results.append(growth < 20)
+    print(f"memory: +{growth:.1f} MB over 1,000 triages  target < 20 MB: {verdict(growth < 20)}")
+    return 0 if all(results) else 1
 
 
 if __name__ == "__main__":
