@@ -37,8 +37,8 @@ from . import jsonfmt
 
 # a fact type no rule can read (rules are type-checked against fact_types)
 WARM_TYPE = "$warm"
-# spares stop short of durable_rules' 1,024 states per ruleset
-SPARE_STATE_LIMIT = 900
+# durable_rules refuses a ruleset's 1,025th state: a worker is replaced at this many
+STATE_LIMIT = 900
 
 
 class _SafeRuleset(_durable.Ruleset):
@@ -151,7 +151,7 @@ class QuietHost(_durable.Host):
             return False
         name = next(iter(self._wanted))
         del self._wanted[name]
-        if self._spares[name] or self._states[name] >= SPARE_STATE_LIMIT:
+        if self._spares[name] or self._states[name] >= STATE_LIMIT:
             return True
         self._sealed = True
         sid = self._new_sid(name)
@@ -170,6 +170,6 @@ class QuietHost(_durable.Host):
         except (_durable.MessageNotHandledException, _durable.MessageObservedException):
             pass    # no rule reads it / an identical fact is known: both normal here
 
-    def states_used(self) -> int:
-        """The most states any ruleset has used (durable_rules allows 1,024)."""
-        return max(self._states.values(), default=0)
+    def worn_out(self) -> bool:
+        """True once some ruleset has used STATE_LIMIT states: time for a new worker."""
+        return max(self._states.values(), default=0) >= STATE_LIMIT

@@ -29,7 +29,6 @@ from .errors import QcdoctorError
 
 MAX_MATCHES_PER_WORKER = 2000
 MAX_WORKER_RSS_MB = 320
-MAX_STATES_PER_RULESET = 1000      # durable_rules refuses the 1,025th
 MATCH_TIMEOUT_S = 60.0
 _REPORT_FIX = ("this is a defect of qcdoctor, not of your case: send the case folder to the "
                "qcdoctor maintainers")
@@ -102,7 +101,7 @@ def _serve(conn, catalogue: dict, stderr_path: str) -> None:
             conn.send(("error", "; ".join(errors)))
         else:
             rss = _rss_mb()
-            worn = rss > MAX_WORKER_RSS_MB or host.states_used() >= MAX_STATES_PER_RULESET
+            worn = rss > MAX_WORKER_RSS_MB or host.worn_out()
             conn.send(("ok", hits, worn, rss))
     conn.close()
 

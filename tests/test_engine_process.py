@@ -191,23 +191,21 @@ def test_a_failed_case_leaves_nothing_behind_for_the_next(monkeypatch):
     byte-identical to a fresh process's."""
     from qcdoctor.engine.diagnose import bundled_runner
     runner = bundled_runner()
-    calls = {"n": 0}
     real = durable_host.QuietHost.match
 
     def fail_midway(self, name, facts, gate):
-        calls["n"] += 1
-        real(self, name, facts, gate)
-        raise RuntimeError("Could not retract fact, error code: 314")
+        real(self, name, facts, gate)                    # its facts are in the engine...
+        raise RuntimeError("Could not retract fact, error code: 314")   # ...then it fails
     noisy = json.loads(json.dumps(CONVERT))
     noisy["symptom"] = "x" * 100
-    triage_dict(noisy)                                   # the shared worker exists
     from qcdoctor.engine.engine_process import engine_process
-    engine_process().close()
+    engine_process().close()                             # the next worker forks with the patch
     monkeypatch.setattr(durable_host.QuietHost, "match", fail_midway)
     with pytest.raises(EngineFailure):
         triage_dict(noisy)
     monkeypatch.undo()
-    engine_process().close()        # (the failed worker is gone already; this is harmless)
+    # no manual reset: the engine itself must not reuse the worker that failed
+    assert engine_process().worker_pid() is None
     in_process = {}
     for name in example_names():
         with example_path(name) as path:
