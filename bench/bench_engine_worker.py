@@ -25,23 +25,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_triage import rss_mb, varied_cases  # noqa: E402
+from bench_triage import rss_mb  # noqa: E402
+from cases import varied_cases  # noqa: E402
 
 from qcdoctor.collectors.case_facts import collect_facts  # noqa: E402
 from qcdoctor.collectors.case_file import parse_case  # noqa: E402
+from qcdoctor.engine import jsonfmt  # noqa: E402
 from qcdoctor.engine.durable_host import QuietHost  # noqa: E402
 from qcdoctor.engine.engine_process import EngineProcess  # noqa: E402
-from qcdoctor.engine.fact_types import GATE_TYPE  # noqa: E402
 from qcdoctor.engine.patterns import to_durable  # noqa: E402
 from qcdoctor.engine.rulebook import load_rules  # noqa: E402
-from qcdoctor.engine.runner import RuleRunner, _unique, engine_fact  # noqa: E402
+from qcdoctor.engine.runner import _GATE, RuleRunner, _unique, engine_fact  # noqa: E402
 
 
 def main() -> int:
     rules = load_rules()
     cases = [list(_unique(map(engine_fact, collect_facts(parse_case(t, None, None), environ={},
-                                                         installed={}))))
+                                                         installed={}))).values())
              for t in varied_cases(150)]
+    requests = [[(f["type"], jsonfmt.dumps(f)) for f in facts] for facts in cases]
     strata = sorted({r.stratum for r in rules})
 
     engine = EngineProcess()
@@ -74,9 +76,9 @@ def main() -> int:
     for s in strata:
         host.register(f"s{s}", {r.id: to_durable(r.when) for r in rules if r.stratum == s})
     start = time.perf_counter()
-    for facts in cases:
+    for request in requests:
         for s in strata:
-            host.match(f"s{s}", facts, {"type": GATE_TYPE})
+            host.match(f"s{s}", request, _GATE)
     local = (time.perf_counter() - start) / len(cases)
 
     ratio = worker / local

@@ -214,16 +214,15 @@ class _Refused(Exception):
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class BoundedLoader(yaml.SafeLoader):
-    """The safe loader with limits checked while composing, before any of them can cost.
+class _Limits:
+    """Limits checked while composing, before any of them can cost.
 
     Nesting depth is checked before the composer recurses (no RecursionError); every
     alias counts the nodes it stands for, so a "billion laughs" file stops after
     ``YAML_NODES`` instead of expanding.
     """
 
-    def __init__(self, stream):
-        super().__init__(stream)
+    def _start_counting(self) -> None:
         self.depth = 0
         self.nodes = 0
         self.expanded: dict[int, int] = {}          # id(anchored node) -> its node count
@@ -269,6 +268,56 @@ class BoundedLoader(yaml.SafeLoader):
                            "whole lists multiply them")
 
 
+class BoundedLoader(_Limits, yaml.SafeLoader):
+    """PyYAML's pure-Python safe loader with the limits: the reference for every message."""
+
+    def __init__(self, stream):
+        super().__init__(stream)            # checks the characters first
+        self._start_counting()
+
+
+def _fast_loader():
+    """The same composer and limits over libyaml's scanner and parser, where PyYAML has it.
+
+    Scanning and parsing are most of the cost of a case file; the nodes, values and line
+    numbers are the same. Only documents it reads without complaint are taken from it.
+    """
+    if not getattr(yaml, "__with_libyaml__", False):
+        return None
+    from yaml._yaml import CParser
+    from yaml.composer import Composer
+    from yaml.constructor import SafeConstructor
+    from yaml.resolver import Resolver
+
+    class FastBoundedLoader(_Limits, Composer, CParser, SafeConstructor, Resolver):
+        def __init__(self, stream):
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            self._start_counting()
+
+        def compose_node(self, parent, index):
+            node = super().compose_node(parent, index)
+            if isinstance(node, yaml.ScalarNode) and not node.value and not node.style:
+                # libyaml places an empty value elsewhere than the reference loader does
+                raise _Declined
+            return node
+    return FastBoundedLoader
+
+
+# where libyaml reads what the reference refuses (or reads otherwise): BOMs (it drops
+# every one), tabs, and a comment straight after a block scalar's header ("|#")
+_DIFFERENT_IN_LIBYAML = re.compile("[\ufeff\t]|[|>][-+0-9]*#")
+
+
+class _Declined(Exception):
+    """A document the fast loader leaves to the reference loader."""
+
+
+_FAST_LOADER = _fast_loader()
+
+
 def _yaml_error(exc: Exception, file: str) -> QcdoctorError:
     if isinstance(exc, _Refused):
         return QcdoctorError(exc.problem, file=file,
@@ -291,6 +340,16 @@ def _check_size(text: str, file: str) -> None:
 
 def _load(text: str, file: str, single):
     _check_size(text, file)
+    if _FAST_LOADER is not None and not _DIFFERENT_IN_LIBYAML.search(text):
+        loader = None
+        try:
+            loader = _FAST_LOADER(text)
+            return single(loader)
+        except Exception:  # noqa: BLE001 - any complaint: the reference loader words it
+            pass
+        finally:
+            if loader is not None:
+                loader.dispose()
     loader = None
     try:
         loader = BoundedLoader(text)        # checks the characters first

@@ -1,12 +1,14 @@
 """durable_rules 2.0.28 behind guards; this module runs only inside an engine worker.
 
 durable_rules is unmaintained and has traps, each guarded here:
-- ``Host()`` starts two timer threads that re-arm forever: ``QuietHost`` starts none;
+- its Python ``Host`` starts two timer threads that re-arm forever, builds a JSON
+  message for every fact no rule reads, and writes the state back after every action:
+  the C engine (``durable_rules_engine``) is driven directly instead;
 - its ruleset and fact JSON go through ``json.dumps``, whose ``1e-05`` the C parser
   rejects: everything goes through ``jsonfmt.dumps`` instead;
 - facts are asserted one at a time (batch asserts crash on some inputs);
-- asserting a fact no rule reads raises ``MessageNotHandledException`` and an
-  identical fact ``MessageObservedException``: both are normal here;
+- asserting a fact no rule reads answers "not handled" and an identical fact
+  "observed": both are normal here;
 - ``durable.lang`` is never imported (its ``from ... import *`` rebinds all/any);
 - a ruleset registered after facts were asserted into another one corrupts the C
   engine's heap: the host refuses registration once it has been used;
@@ -20,9 +22,11 @@ durable_rules is unmaintained and has traps, each guarded here:
   ruleset takes at most 1,024 of them, so the worker process that owns this host is
   replaced long before either matters (``engine_process``), and a crash here kills
   only that worker, never the caller.
-- after each action the base class writes the state document back (``update_state``)
-  and gives up on actions slower than 10 s; our actions never change the state, so
-  ``do_actions`` runs and completes them without either.
+
+Creating a state costs more than matching in it: durable_rules zeroes about 10 KB per
+rule condition in every new state. So each ruleset is split into shards, one per set of
+fact types its rules need, and a match creates states only for the shards whose fact
+types the case has; the worker readies empty states between requests.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ import itertools
 import json
 
 import durable_rules_engine
-from durable import engine as _durable
 
 from . import jsonfmt
 
@@ -39,137 +42,134 @@ from . import jsonfmt
 WARM_TYPE = "$warm"
 # durable_rules refuses a ruleset's 1,025th state: a worker is replaced at this many
 STATE_LIMIT = 900
+# the position of a fact in the request, carried through the engine to name bound facts
+INDEX_KEY = "i__"
+_NOT_HANDLED, _OBSERVED = 1, 2
 
 
-class _SafeRuleset(_durable.Ruleset):
-    def __init__(self, name, host, ruleset_definition):  # noqa: D401 - mirrors the base
-        self._actions = {}
-        self._name = name
-        self._host = host
-        for rule_name, rule in ruleset_definition.items():
-            self._actions[rule_name] = _durable.Promise(rule.pop("run"))
-        self._handle = durable_rules_engine.create_ruleset(name, jsonfmt.dumps(ruleset_definition))
-        self._definition = ruleset_definition
-
-    def assert_fact(self, fact):
-        return self._handle_result(
-            durable_rules_engine.assert_fact(self._handle, jsonfmt.dumps(fact)), fact)
-
-    def do_actions(self, state_handle, complete):
-        """Run the started actions one by one and complete each, without ``update_state``.
-
-        Our actions never change the state, so there is nothing to write back, and a
-        slow action (a loaded machine) is never mistaken for an abandoned one.
-        """
-        try:
-            result = durable_rules_engine.start_action_for_state(self._handle, state_handle)
-            if result:
-                state, message = json.loads(result[0]), json.loads(result[1])
-                while message:
-                    action_name, bound = next(iter(message.items()))
-                    closure = _durable.Closure(self._host, self, state, bound, state_handle)
-                    self._actions[action_name]._func(closure)
-                    following = durable_rules_engine.complete_and_start_action(
-                        self._handle, closure._handle)
-                    message = json.loads(following) if following else None
-            complete(None, None)
-        except BaseException as error:  # noqa: BLE001 - handed to the caller as the base does
-            complete(error, None)
+def bindings(bound: dict) -> dict:
+    """Pattern name -> request index of the fact bound to it, from an action's message."""
+    return {key[2:]: fact[INDEX_KEY] for key, fact in bound.items() if key.startswith("p_")}
 
 
-def bindings(c) -> dict:
-    """Pattern name -> matched fact (without the engine's ``sid``) of an action's closure."""
-    return {key[2:]: {k: v for k, v in dict(fact).items() if k != "sid"}
-            for key, fact in c._m.items() if key.startswith("p_")}
+def _pattern_type(condition: dict) -> str:
+    """The fact type a compiled pattern (``patterns.to_durable``) reads."""
+    return condition["$and"][0]["type"] if "$and" in condition else condition["type"]
 
 
 class HostSealed(RuntimeError):
     """A ruleset was registered after the host had run facts."""
 
 
-class QuietHost(_durable.Host):
-    """A Host without background threads that matches each fact set in a fresh state."""
+class _Shard:
+    """The rules of one ruleset that need the same fact types, as a durable_rules ruleset."""
+
+    def __init__(self, name: str, patterns: dict[str, list]):
+        self.name = name
+        self.needs: set[str] = set()            # every type a rule here must see
+        self.reads: set[str] = set()            # every type any rule here looks at
+        for all_ in patterns.values():
+            for element in all_:
+                (key, condition), = element.items()
+                kind = _pattern_type(condition)
+                self.reads.add(kind)
+                if key.startswith("p_"):
+                    self.needs.add(kind)
+        definition = {rule_id: {"all": all_} for rule_id, all_ in patterns.items()}
+        self.handle = durable_rules_engine.create_ruleset(name, jsonfmt.dumps(definition))
+        self.states = 0
+        self.spare: str | None = None
+
+
+class QuietHost:
+    """Matches each fact set in fresh durable_rules states, one per shard it can fire in."""
 
     def __init__(self):
-        super().__init__()
         self._sealed = False
-        self._hits: list[tuple[str, dict]] = []
-        self._errors: list[str] = []
-        self._states: dict[str, int] = {}
+        self._shards: dict[str, list[_Shard]] = {}
         self._sids = itertools.count(1)
-        self._spares: dict[str, list[str]] = {}
-        self._wanted: dict[str, None] = {}      # rulesets short of a spare, oldest first
-
-    def _run(self):
-        return None
+        self._wanted: dict[_Shard, None] = {}     # shards without a spare state, oldest first
 
     def register(self, name: str, patterns: dict[str, list]) -> None:
         """Register a ruleset from ``{rule_id: durable 'all' patterns}``."""
         if self._sealed:
             raise HostSealed("durable_rules cannot take new rulesets after facts were "
                              "asserted (it corrupts memory)")
-        if name in self._ruleset_directory:
+        if name in self._shards:
             return
-        definition = {rule_id: {"all": all_, "run": self._recorder(rule_id)}
-                      for rule_id, all_ in patterns.items()}
-        ruleset = _SafeRuleset(name, self, definition)
-        self._ruleset_directory[name] = ruleset
-        self._ruleset_list.append(ruleset)
-        self._states[name] = 0
-        self._spares[name] = []
-        self._wanted[name] = None
+        groups: dict[frozenset, dict[str, list]] = {}
+        for rule_id, all_ in patterns.items():
+            needs = frozenset(_pattern_type(c) for e in all_ for k, c in e.items()
+                              if k.startswith("p_"))
+            groups.setdefault(needs, {})[rule_id] = all_
+        shards = [_Shard(f"{name}/{i}", group)
+                  for i, (_, group) in enumerate(sorted(groups.items(), key=lambda g: sorted(g[0])))]
+        self._shards[name] = shards
+        self._wanted.update(dict.fromkeys(shards))
 
     def registered(self) -> set[str]:
-        return set(self._ruleset_directory)
+        return set(self._shards)
 
-    def _recorder(self, rule_id: str):
-        def action(c):
-            # an exception raised here would be swallowed by durable_rules: record it
-            try:
-                self._hits.append((rule_id, bindings(c)))
-            except BaseException as exc:  # noqa: BLE001 - reported after the run
-                self._errors.append(f"{rule_id}: {exc!r}")
-        return action
+    def match(self, name: str, facts: list[tuple[str, str]], gate: tuple[str, str]
+              ) -> tuple[list, list]:
+        """Assert ``facts`` (type, JSON object) then ``gate`` into fresh states.
 
-    def match(self, name: str, facts: list[dict], gate: dict) -> tuple[list, list]:
-        """Assert ``facts`` then ``gate`` into a fresh state: (hits, action errors)."""
+        Returns (hits, action errors); a hit is (rule id, {pattern name: fact index}),
+        the gate's index being ``len(facts)``.
+        """
         self._sealed = True
-        sid = self._spares[name].pop() if self._spares[name] else self._new_sid(name)
-        self._wanted[name] = None
-        self._hits, self._errors = [], []
-        for fact in facts + [gate]:
-            self._assert_quietly(name, dict(fact, sid=sid))
-        return self._hits, self._errors
+        present = {kind for kind, _ in facts}
+        hits: list = []
+        errors: list = []
+        numbered = list(enumerate(facts)) + [(len(facts), gate)]
+        for shard in self._shards[name]:
+            if not shard.needs <= present:
+                continue                        # a rule here needs a fact type the case lacks
+            sid, shard.spare = shard.spare or self._new_sid(shard), None
+            self._wanted[shard] = None
+            head = '{"' + INDEX_KEY + '": %d, "sid": "' + sid + '", '
+            for index, (kind, body) in numbered:
+                if kind in shard.reads:
+                    self._assert(shard, head % index + body[1:], hits, errors)
+        return hits, errors
+
+    def _assert(self, shard: _Shard, text: str, hits: list, errors: list) -> None:
+        code, state = durable_rules_engine.assert_fact(shard.handle, text)
+        if code in (_NOT_HANDLED, _OBSERVED):
+            return
+        result = durable_rules_engine.start_action_for_state(shard.handle, state)
+        message = json.loads(result[1]) if result else None
+        while message:
+            (rule_id, bound), = message.items()
+            try:
+                hits.append((rule_id, bindings(bound)))
+            except Exception as exc:  # noqa: BLE001 - reported after the run, never swallowed
+                errors.append(f"{rule_id}: {exc!r}")
+            following = durable_rules_engine.complete_and_start_action(shard.handle, state)
+            message = json.loads(following) if following else None
 
     def prepare_spare(self) -> bool:
-        """Create one empty state for a ruleset that lacks one; False when none does.
+        """Create one empty state for a shard that lacks one; False when none does.
 
-        Creating a state costs more than matching in it (its index arrays scale with the
-        rule count), so the worker does it between requests, while the caller works.
+        The worker calls this between requests, while the caller works.
         """
-        if not self._wanted:
-            return False
-        name = next(iter(self._wanted))
-        del self._wanted[name]
-        if self._spares[name] or self._states[name] >= STATE_LIMIT:
-            return True
-        self._sealed = True
-        sid = self._new_sid(name)
-        # a fact no rule reads: the engine creates the state and stores nothing in it
-        self._assert_quietly(name, {"type": WARM_TYPE, "sid": sid})
-        self._spares[name].append(sid)
-        return True
+        while self._wanted:
+            shard = next(iter(self._wanted))
+            del self._wanted[shard]
+            if shard.spare is None and shard.states < STATE_LIMIT:
+                self._sealed = True
+                sid = self._new_sid(shard)
+                # a fact no rule reads: the engine creates the state and stores nothing in it
+                durable_rules_engine.assert_fact(
+                    shard.handle, '{"type": "' + WARM_TYPE + '", "sid": "' + sid + '"}')
+                shard.spare = sid
+                return True
+        return False
 
-    def _new_sid(self, name: str) -> str:
-        self._states[name] += 1
-        return f"{name}#{next(self._sids)}"
-
-    def _assert_quietly(self, name: str, fact: dict) -> None:
-        try:
-            self.assert_fact(name, fact)
-        except (_durable.MessageNotHandledException, _durable.MessageObservedException):
-            pass    # no rule reads it / an identical fact is known: both normal here
+    def _new_sid(self, shard: _Shard) -> str:
+        shard.states += 1
+        return f"s{next(self._sids)}"
 
     def worn_out(self) -> bool:
-        """True once some ruleset has used STATE_LIMIT states: time for a new worker."""
-        return max(self._states.values(), default=0) >= STATE_LIMIT
+        """True once some shard has used STATE_LIMIT states: time for a new worker."""
+        return any(s.states >= STATE_LIMIT for shards in self._shards.values() for s in shards)

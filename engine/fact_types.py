@@ -216,24 +216,48 @@ assert not _SHADOWED, f"provenance keys shadow fact fields: {_SHADOWED}"
 def normalise(fact: dict) -> dict:
     """Fill defaults and check every field; raise ValueError naming the field."""
     ftype = fact.get("type")
-    schema = FACT_TYPES.get(ftype)
-    if schema is None:
+    plan = _PLANS.get(ftype)
+    if plan is None:
         raise ValueError(f"unknown fact type {ftype!r}")
+    schema = FACT_TYPES[ftype]
+    if not schema.keys() >= fact.keys() - _NOT_FIELDS:
+        name = next(n for n in fact if n not in schema and n not in _NOT_FIELDS)
+        raise ValueError(f"fact type {ftype!r} has no field {name!r}; "
+                         f"fields: {', '.join(schema)}")
     out = {"type": ftype}
-    for name in fact:
-        if name == "type" or name in PROVENANCE_KEYS:
-            continue
-        if name not in schema:
-            raise ValueError(f"fact type {ftype!r} has no field {name!r}; "
-                             f"fields: {', '.join(schema)}")
-    for name, spec in schema.items():
-        value = fact.get(name, spec.default)
+    for name, kind, choices, default in plan:
+        value = fact.get(name)
         if value is None:
-            value = spec.default
-        if spec.kind == "float" and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        problem = spec.check(value)
-        if problem:
-            raise ValueError(f"fact {ftype}.{name} {problem}")
+            value = default
+        kind_of = type(value)
+        # the common exact types are checked inline; anything else takes the full check
+        if kind_of is str:
+            ok = kind == "str" and (choices is None or value in choices)
+        elif kind_of is float:
+            ok = kind == "float" and math.isfinite(value)
+        elif kind_of is int:
+            ok = kind == "int"
+            if kind == "float":
+                value, ok = float(value), True
+        else:
+            ok = kind_of is bool and kind == "bool"
+        if not ok:
+            value = _checked(ftype, name, FACT_TYPES[ftype][name], value)
         out[name] = value
     return out
+
+
+def _checked(ftype: str, name: str, spec: Field, value):
+    if spec.kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    problem = spec.check(value)
+    if problem:
+        raise ValueError(f"fact {ftype}.{name} {problem}")
+    return value
+
+
+_NOT_FIELDS = {"type", *PROVENANCE_KEYS}
+# per fact type: (field, kind, allowed values, default), in schema order
+_PLANS = {ftype: tuple((name, spec.kind, frozenset(spec.choices) if spec.choices else None,
+                        spec.default) for name, spec in schema.items())
+          for ftype, schema in FACT_TYPES.items()}

@@ -156,15 +156,16 @@ def _durable_pattern(p: Pattern) -> dict:
 
 
 def to_durable(patterns: tuple[Pattern, ...]) -> list[dict]:
-    """The ``all`` list: positives, then the gate fact, then negations.
+    """The ``all`` list: positives, then (only when there are negations) the gate fact,
+    then the negations.
 
     A ``$not`` placed before the last positive pattern is not re-checked when a
     matching fact arrives earlier; after the gate (asserted last) it sees every fact.
+    A rule of positives alone needs no gate: it fires once all its facts are in.
     """
     out = [{f"p_{p.name}": _durable_pattern(p)} for p in patterns if not p.negated]
-    out.append({"gate__": {"type": GATE_TYPE}})
-    out += [{f"n{i}$not": _durable_pattern(p)} for i, p in enumerate(patterns) if p.negated]
-    return out
+    negations = [{f"n{i}$not": _durable_pattern(p)} for i, p in enumerate(patterns) if p.negated]
+    return out + [{"gate__": {"type": GATE_TYPE}}] + negations if negations else out
 
 
 def oracle_bindings(patterns: tuple[Pattern, ...], facts: list[dict]) -> list[dict]:

@@ -10,11 +10,13 @@ import json
 import re
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import count
 from typing import Callable, Iterable
 
+from . import jsonfmt
 from .engine_process import EngineFailure, EngineProcess, engine_process
-from .fact_types import GATE_TYPE, PROVENANCE_KEYS, normalise
+from .fact_types import GATE_TYPE, normalise
 from .patterns import to_durable
 from .rulebook import Rule
 
@@ -34,13 +36,16 @@ class Hit:
     rule: Rule
     facts: dict                 # pattern name -> fact (engine fields only)
 
-    @property
+    @cached_property
     def sort_key(self):
         return (-self.rule.priority, self.rule.id, canonical(self.facts))
 
 
 def canonical(value) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return _canonical(value)
+
+
+_canonical = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
 
 
 def bounded_string(text: str) -> str:
@@ -55,8 +60,12 @@ def bounded_string(text: str) -> str:
 
 def engine_fact(fact: dict) -> dict:
     """The part of a fact the engine sees: typed fields only, no provenance, strings bounded."""
-    typed = normalise({k: v for k, v in fact.items() if k not in PROVENANCE_KEYS})
-    return {k: bounded_string(v) if isinstance(v, str) else v for k, v in typed.items()}
+    typed = normalise(fact)                 # keeps the typed fields only
+    for key, value in typed.items():
+        # short ASCII text (most of it) can hold neither a surrogate nor too many characters
+        if isinstance(value, str) and not (value.isascii() and len(value) <= MAX_ENGINE_STRING):
+            typed[key] = bounded_string(value)
+    return typed
 
 
 DeriveFn = Callable[[int, list[Hit]], list[dict]]
@@ -89,18 +98,28 @@ class RuleRunner:
 
     def run(self, facts: Iterable[dict], derive: DeriveFn | None = None) -> list[Hit]:
         """All hits for one case, ordered by priority, rule id and bound facts."""
-        pending = list(_unique(map(engine_fact, facts)))
+        pending = _unique(map(engine_fact, facts))
+        texts: dict[str, str] = {}          # canonical text -> the engine's JSON of the fact
         all_hits: list[Hit] = []
         for stratum, name in self._rulesets:
-            found = self._engine.match(name, pending, {"type": GATE_TYPE})
-            all_hits += sorted((Hit(self._by_id[rule_id], bound) for rule_id, bound in found),
-                               key=lambda h: h.sort_key)
+            ordered = sorted(pending.items())
+            request = []
+            for key, fact in ordered:
+                if key not in texts:
+                    texts[key] = jsonfmt.dumps(fact)
+                request.append((fact["type"], texts[key]))
+            found = self._engine.match(name, request, _GATE)
+            all_hits += sorted((Hit(self._by_id[rule_id],
+                                    {pattern: ordered[index][1] for pattern, index in bound.items()})
+                                for rule_id, bound in found), key=lambda h: h.sort_key)
             if derive is not None:
-                pending = list(_unique(pending + [engine_fact(f)
-                                                  for f in derive(stratum, all_hits)]))
+                pending.update(_unique(map(engine_fact, derive(stratum, all_hits))))
         return sorted(all_hits, key=lambda h: h.sort_key)
 
 
-def _unique(facts: Iterable[dict]) -> Iterable[dict]:
-    """Each fact once, in canonical order (the engine ignores an identical second fact)."""
-    return (f for _, f in sorted({canonical(f): f for f in facts}.items()))
+_GATE = (GATE_TYPE, jsonfmt.dumps({"type": GATE_TYPE}))
+
+
+def _unique(facts: Iterable[dict]) -> dict[str, dict]:
+    """Each fact once, by its canonical text (the engine ignores an identical second fact)."""
+    return {canonical(f): f for f in facts}
