@@ -39,8 +39,11 @@ from qcdoctor.engine.rulebook import load_rules  # noqa: E402
 from qcdoctor.engine.runner import RuleRunner, engine_fact  # noqa: E402
 from qcdoctor.engine.triage import triage_case  # noqa: E402
 
-QCDOCTOR = [sys.executable, "-c", "import sys; from qcdoctor.engine.cli import main; "
-            "sys.exit(main(sys.argv[1:]))"]
+# the installed console script, as users run it (the -c form where it is not installed)
+_SCRIPT = Path(sys.executable).with_name("qcdoctor")
+QCDOCTOR = ([sys.executable, str(_SCRIPT)] if _SCRIPT.is_file() else
+            [sys.executable, "-c", "import sys; from qcdoctor.engine.cli import entry; "
+             "entry(sys.argv[1:])"])
 
 
 def rss_mb() -> float:
@@ -74,7 +77,7 @@ def main() -> int:
     bare = cold([sys.executable, "-c", "pass"])
     example = cold(QCDOCTOR + ["triage", "--example", "convert_j6e_no_retrain"])
     helping = cold(QCDOCTOR + ["--help"])
-    probe = subprocess.run(QCDOCTOR[:2] + [
+    probe = subprocess.run([sys.executable, "-c",
         "import sys\nfrom qcdoctor.engine.cli import main\ntry: main(['--help'])\n"
         "except SystemExit: pass\nprint('HEAVY:' + ','.join(m for m in ('torch', 'pandas') "
         "if m in sys.modules))"], capture_output=True, text=True, check=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from importlib import metadata
+from functools import lru_cache
 from pathlib import Path
 
 from qcdoctor.engine.fact_types import MARCHES, PACKAGES
@@ -23,7 +23,17 @@ _LINE = re.compile(r"^\s*([A-Z][A-Z0-9_]*)\s*=\s*(.*?)\s*$")
 
 
 def installed_versions() -> dict[str, tuple[str, str]]:
-    """package -> (version, source) for the Horizon packages installed here."""
+    """package -> (version, source) for the Horizon packages installed here.
+
+    Read once per process (scanning package metadata costs more than a whole triage);
+    a copy is returned, so callers cannot change what the next case sees.
+    """
+    return dict(_installed_versions())
+
+
+@lru_cache(maxsize=1)
+def _installed_versions() -> dict[str, tuple[str, str]]:
+    from importlib import metadata
     found = {}
     for package in PACKAGES:
         try:

@@ -7,13 +7,13 @@ The Diagnosis is a plain dict in the shape of the JSON report (schema
 from __future__ import annotations
 
 from fnmatch import fnmatch
-from functools import lru_cache
+from functools import partial
 from pathlib import Path
 
 from qcdoctor import __version__
 
-from .rulebook import Rule, checklist_items, load_rules
-from .runner import Hit, RuleRunner, canonical, engine_fact
+from .rulebook import Rule, checklist_items
+from .runner import Hit, RuleRunner, bundled_runner, canonical, engine_fact
 from .snippets import render_snippet
 from .text import render
 from .vocabulary import COST_CLASSES, is_deployment_problem
@@ -22,11 +22,6 @@ REPORT_SCHEMA = "qcdoctor/report-v1"
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 _OVERRIDDEN = {"zh": "（已被优先级更高的结论覆盖）", "en": "(overridden by a higher-priority conclusion) "}
 _FALLBACK = {"zh": "没有规则能从现有事实得出阶段。", "en": "No rule could place the problem from the facts given."}
-
-
-@lru_cache(maxsize=1)
-def bundled_runner() -> RuleRunner:
-    return RuleRunner(load_rules())
 
 
 def conclusion_fact(hits: list[Hit]) -> dict | None:
@@ -104,11 +99,16 @@ def run_rules(facts: list[dict], runner: RuleRunner | None = None) -> list[Hit]:
     runner = runner or bundled_runner()
     last = {kind: max((r.stratum for r in runner.rules if kind in r.then), default=-1)
             for kind in DERIVED}
+    return runner.run(facts, partial(derived_facts, last))
 
-    def derive(stratum: int, hits_so_far: list[Hit]) -> list[dict]:
-        return [fact for kind, build in DERIVED.items() if last[kind] == stratum
-                for fact in build(hits_so_far)]
-    return runner.run(facts, derive)
+
+def derived_facts(last: dict[str, int], stratum: int, hits_so_far: list[Hit]) -> list[dict]:
+    """The derived facts due after ``stratum``: each kind once the last of its producers ran.
+
+    It runs in the engine worker, between strata (``RuleRunner.run``).
+    """
+    return [fact for kind, build in DERIVED.items() if last[kind] == stratum
+            for fact in build(hits_so_far)]
 
 
 def _text(rule: Rule, key: str, lang: str, bindings: dict) -> str:

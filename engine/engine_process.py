@@ -1,9 +1,11 @@
 """The rule engine in a worker process, so a crash in durable_rules' C code never reaches us.
 
 durable_rules corrupts its heap in ways that show up at random (see ``durable_host``).
-The caller's process never loads it: it keeps the catalogue of rulesets and sends each
-match to a worker, which compiles the catalogue when it starts (``warm`` starts one
-early, so it compiles while the caller collects facts).
+The caller's process never loads it: it keeps the catalogue of rulesets and of case
+programs (what to do with one case's facts: which rulesets in which order, what to
+derive between them) and sends each case to a worker in one request. The worker
+compiles the catalogue when it starts (``warm`` starts one early, so it compiles while
+the caller collects facts) and readies engine states while the caller works.
 
 - A worker that dies (signal, abort, time-out) is replaced and the match re-run once;
   a match that kills two workers raises ``EngineCrash`` for that case alone.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import faulthandler
+import importlib
 import multiprocessing
 import os
 import signal
@@ -45,6 +48,10 @@ class EngineCrash(EngineFailure):
     """A case killed two engine workers in a row."""
 
 
+class InvalidFacts(ValueError):
+    """A case program refused its facts before matching anything (the worker stays usable)."""
+
+
 def _start_method() -> str:
     return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
@@ -57,8 +64,9 @@ def _rss_mb() -> float:
         return -1.0
 
 
-def _serve(conn, catalogue: dict, stderr_path: str) -> None:
-    """Worker loop: (ruleset, facts, gate) in; ("ok", hits, worn, rss) or ("error", text) out."""
+def _serve(conn, catalogue: dict, programs: dict, stderr_path: str) -> None:
+    """Worker loop: (program, facts, derive) in; ("ok", hits, matches, worn, rss),
+    ("invalid", text) or ("error", text) out."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the caller handles Ctrl-C
     # what the C engine or the interpreter print when they die goes to a file the caller
     # quotes in its message, not onto the user's terminal
@@ -74,6 +82,7 @@ def _serve(conn, catalogue: dict, stderr_path: str) -> None:
         broken = f"{type(exc).__name__}: {exc}"
     else:
         broken = None
+    _preload(programs)
     parent = os.getppid()
     while True:
         try:
@@ -91,19 +100,30 @@ def _serve(conn, catalogue: dict, stderr_path: str) -> None:
         if broken:
             conn.send(("error", broken))
             continue
-        name, facts, gate = request
+        name, facts, derive = request
         try:
-            hits, errors = host.match(name, facts, gate)
+            hits, matches = programs[name].run(host, facts, derive)
+        except InvalidFacts as exc:
+            conn.send(("invalid", str(exc)))
+            continue
         except Exception as exc:  # noqa: BLE001 - the C engine's errors are plain exceptions
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
             continue
-        if errors:
-            conn.send(("error", "; ".join(errors)))
-        else:
-            rss = _rss_mb()
-            worn = rss > MAX_WORKER_RSS_MB or host.worn_out()
-            conn.send(("ok", hits, worn, rss))
+        rss = _rss_mb()
+        worn = rss > MAX_WORKER_RSS_MB or host.worn_out()
+        conn.send(("ok", hits, matches, worn, rss))
     conn.close()
+
+
+def _preload(programs: dict) -> None:
+    """Import what the programs will call while the caller is still starting up; a module
+    that fails here fails again, with its message, where it is used."""
+    for program in programs.values():
+        for module in getattr(program, "preload", ()):
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001 - reported by the request that needs it
+                pass
 
 
 class _WorkerDied(Exception):
@@ -186,6 +206,7 @@ class EngineProcess:
     def __init__(self, *, max_matches: int = MAX_MATCHES_PER_WORKER,
                  timeout: float = MATCH_TIMEOUT_S, start_method: str | None = None):
         self._catalogue: dict[str, dict] = {}
+        self._programs: dict[str, object] = {}
         self._worker: _Worker | None = None
         self._lock = threading.RLock()
         self._max_matches = max_matches
@@ -199,23 +220,34 @@ class EngineProcess:
                 raise ValueError(f"ruleset {name} already registered")
             self._catalogue[name] = patterns
 
+    def register_program(self, name: str, program) -> None:
+        """A case program: ``program.run(host, facts, derive)`` runs in the worker and returns
+        (hits, matches made); it must pickle where workers are spawned, not forked."""
+        with self._lock:
+            if name in self._programs:
+                raise ValueError(f"program {name} already registered")
+            self._programs[name] = program
+
+    def _names(self) -> frozenset:
+        return frozenset(self._catalogue) | frozenset(self._programs)
+
     def warm(self) -> None:
         """Start a worker for the current catalogue now, if none is running."""
         with self._lock:
-            if self._worker is None or self._worker.names != frozenset(self._catalogue):
+            if self._worker is None or self._worker.names != self._names():
                 self._discard()
                 self._worker = self._spawn()
 
-    def match(self, name: str, facts: list[dict], gate: dict) -> list[tuple[str, dict]]:
-        """Hits ``(rule id, bound facts)`` of ruleset ``name`` on ``facts`` + ``gate``."""
+    def run(self, name: str, facts: list[dict], derive=None) -> list:
+        """The hits of program ``name`` on one case's ``facts``, in one request to the worker."""
         with self._lock:
-            if name not in self._catalogue:
-                raise KeyError(f"unknown ruleset {name}")
+            if name not in self._programs:
+                raise KeyError(f"unknown program {name}")
             deaths = []
             while len(deaths) < 2:
                 worker = self._ready(name)
                 try:
-                    reply = worker.call((name, facts, gate), self._timeout)
+                    reply = worker.call((name, facts, derive), self._timeout)
                 except _WorkerDied as exc:
                     deaths.append(str(exc))
                     self._record_death(str(exc))
@@ -223,12 +255,14 @@ class EngineProcess:
                 except BaseException:
                     self._discard()          # interrupted mid-call: its answer is lost
                     raise
-                worker.matches += 1
-                self.stats.matches += 1
+                if reply[0] == "invalid":
+                    raise ValueError(reply[1])
                 if reply[0] != "ok":
                     self._discard()          # never reuse an engine that reported an error
                     raise EngineFailure(reply[1])
-                _, hits, worn, rss = reply
+                _, hits, matches, worn, rss = reply
+                worker.matches += matches
+                self.stats.matches += matches
                 worker.rss_mb = self.stats.last_worker_rss_mb = rss
                 if worn or worker.matches >= self._max_matches:
                     self._discard()
@@ -248,13 +282,14 @@ class EngineProcess:
         ours, theirs = ctx.Pipe()
         handle, stderr_path = tempfile.mkstemp(prefix="qcdoctor-engine-", suffix=".log")
         os.close(handle)
-        process = ctx.Process(target=_serve, args=(theirs, dict(self._catalogue), stderr_path),
+        process = ctx.Process(target=_serve, args=(theirs, dict(self._catalogue),
+                                                   dict(self._programs), stderr_path),
                               name="qcdoctor-engine", daemon=True)
         process.start()
         theirs.close()
         self.stats.workers_started += 1
         self.stats.last_worker_pid = process.pid
-        return _Worker(process, ours, frozenset(self._catalogue), stderr_path)
+        return _Worker(process, ours, self._names(), stderr_path)
 
     def _record_death(self, why: str) -> None:
         self.stats.worker_deaths += 1

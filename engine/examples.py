@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from .bundled import SAFE_LOADER
 from .errors import QcdoctorError
 
 
@@ -21,7 +22,8 @@ def example_names() -> list[str]:
 
 
 def example_title(name: str) -> str:
-    data = yaml.safe_load((_root() / name / "case.yaml").read_text(encoding="utf-8")) or {}
+    data = yaml.load((_root() / name / "case.yaml").read_text(encoding="utf-8"),
+                     Loader=SAFE_LOADER) or {}
     return str(data.get("title", ""))
 
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from importlib import resources
-
-import yaml
 
 from qcdoctor.collectors.environment import THIS_MACHINE
 
+from .bundled import load_yaml
 from .fact_types import STAGES
 from .templating import new_environment, render_template
 from .text import render as fill
@@ -21,8 +19,7 @@ FORMATS = ("md", "html", "json")
 
 @lru_cache(maxsize=1)
 def labels() -> dict:
-    text = (resources.files("qcdoctor.templates") / "labels.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return load_yaml("qcdoctor.templates", "labels.yaml")
 
 
 # word tables of labels.yaml searched by id_words, in this order

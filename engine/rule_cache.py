@@ -35,6 +35,23 @@ def cache_dir() -> Path | None:
     return Path(base) / "qcdoctor"
 
 
+def private_dir(name: str) -> Path | None:
+    """``cache_dir()/name``, created for this user alone; None when there is no cache folder
+    or it is not this user's own (a folder others can write to could plant code there)."""
+    base = cache_dir()
+    if base is None:
+        return None
+    folder = base / name
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        status = folder.stat()
+    except OSError:
+        return None
+    if hasattr(os, "getuid") and status.st_uid != os.getuid() or status.st_mode & 0o022:
+        return None
+    return folder
+
+
 def cache_key(sources: list[tuple[str, str]]) -> str:
     """Hash of (name, text) of every rule file plus the parsing code and Python version."""
     digest = hashlib.sha256(_FORMAT + sys.version.encode())

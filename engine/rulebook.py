@@ -11,13 +11,13 @@ from pathlib import Path
 import yaml
 
 from . import rule_cache
+from .bundled import SAFE_LOADER, load_yaml
 from .errors import RuleError
 from .fact_types import CHECKLIST_ITEMS, CHECKLIST_STATUSES, CONCLUSION_STAGES, STAGES
 from .patterns import Pattern, parse_when
 from .vocabulary import ACTION_KINDS, COST_CLASSES, GROUPS, MISSING_IDS, PITFALL_IDS, SEVERITIES
 
 # libyaml's loader where PyYAML was built with it (5-7x faster), else the pure-Python one
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ID_RE = re.compile(r"^[A-Z]{2}\d{3}$")
 FILE_RE = re.compile(r"^(?P<id>[A-Z]{2}\d{3})-[a-z0-9]+(?:-[a-z0-9]+)*\.yaml$")
 REQUIRED = ("id", "title", "message", "severity", "priority", "references", "rationale",
@@ -250,21 +250,19 @@ def load_rules_from(root: Path | resources.abc.Traversable, *, cached: bool = Tr
 @lru_cache(maxsize=1)
 def question_topics() -> dict:
     """The intake's question catalogue (rules/questions.yaml): topic -> items."""
-    text = (resources.files("qcdoctor.rules") / "questions.yaml").read_text(encoding="utf-8")
-    return {k: v for k, v in yaml.safe_load(text).items() if k != "examples"}
+    return {k: v for k, v in load_yaml("qcdoctor.rules", "questions.yaml").items()
+            if k != "examples"}
 
 
 @lru_cache(maxsize=1)
 def question_examples() -> dict:
-    text = (resources.files("qcdoctor.rules") / "questions.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)["examples"]
+    return load_yaml("qcdoctor.rules", "questions.yaml")["examples"]
 
 
 @lru_cache(maxsize=1)
 def checklist_items() -> dict:
     """The deployment checklist items (templates/checklist_items.yaml), in report order."""
-    text = (resources.files("qcdoctor.templates") / "checklist_items.yaml").read_text(encoding="utf-8")
-    items = yaml.safe_load(text)
+    items = load_yaml("qcdoctor.templates", "checklist_items.yaml")
     if list(items) != list(CHECKLIST_ITEMS):
         raise RuleError("checklist_items.yaml must list exactly the checklist item ids, in order",
                         file="templates/checklist_items.yaml")

@@ -10,15 +10,15 @@ import json
 import re
 import threading
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import count
 from typing import Callable, Iterable
 
 from . import jsonfmt
-from .engine_process import EngineFailure, EngineProcess, engine_process
+from .engine_process import EngineFailure, EngineProcess, InvalidFacts, engine_process
 from .fact_types import GATE_TYPE, normalise
 from .patterns import to_durable
-from .rulebook import Rule
+from .rulebook import Rule, load_rules
 
 __all__ = ["EngineFailure", "Hit", "RuleRunner", "canonical", "engine_fact",
            "MAX_ENGINE_STRING"]
@@ -78,43 +78,83 @@ def _unique_name(prefix: str) -> str:
         return f"{prefix}_{next(_names)}"
 
 
+@lru_cache(maxsize=1)
+def bundled_runner() -> RuleRunner:
+    """The bundled rules, compiled once per process; its derive step is diagnose's."""
+    return RuleRunner(load_rules(), preload=("qcdoctor.engine.diagnose",))
+
+
 class RuleRunner:
     """Compiles a rule set once; ``run`` is then cheap and safe to call per case."""
 
-    def __init__(self, rules: Iterable[Rule], engine: EngineProcess | None = None):
+    def __init__(self, rules: Iterable[Rule], engine: EngineProcess | None = None,
+                 preload: tuple[str, ...] = ()):
+        """``preload``: modules the ``derive`` functions passed to ``run`` live in; the
+        worker imports them as soon as it starts."""
         self.rules = tuple(rules)
         self._engine = engine or engine_process()
         self._by_id = {r.id: r for r in self.rules}
-        self._rulesets: list[tuple[int, str]] = []
+        rulesets: list[tuple[int, str]] = []
         for stratum in sorted({r.stratum for r in self.rules}):
             name = _unique_name(f"qcdoctor_s{stratum}")
             self._engine.register(name, {r.id: to_durable(r.when)
                                          for r in self.rules if r.stratum == stratum})
-            self._rulesets.append((stratum, name))
+            rulesets.append((stratum, name))
+        self._program = _unique_name("qcdoctor_case")
+        self._engine.register_program(self._program,
+                                      CaseProgram(tuple(rulesets), self.rules, preload))
 
     def warm(self) -> None:
         """Have an engine worker ready (it compiles the rules while the caller works on)."""
         self._engine.warm()
 
     def run(self, facts: Iterable[dict], derive: DeriveFn | None = None) -> list[Hit]:
-        """All hits for one case, ordered by priority, rule id and bound facts."""
-        pending = _unique(map(engine_fact, facts))
+        """All hits for one case, ordered by priority, rule id and bound facts.
+
+        The whole case is one request to the engine worker, so ``derive`` runs there: it
+        must be a module-level function (or a ``functools.partial`` of one).
+        """
+        found = self._engine.run(self._program, list(facts), derive)
+        return [Hit(self._by_id[rule_id], bound) for rule_id, bound in found]
+
+
+@dataclass(frozen=True)
+class CaseProgram:
+    """What the engine worker does with one case: each stratum's ruleset in turn, the facts
+    derived from the hits so far fed to the next."""
+    rulesets: tuple[tuple[int, str], ...]
+    rules: tuple[Rule, ...]
+    preload: tuple[str, ...] = ()
+
+    @cached_property
+    def by_id(self) -> dict[str, Rule]:
+        return {r.id: r for r in self.rules}
+
+    def run(self, host, facts: list[dict], derive: DeriveFn | None) -> tuple[list, int]:
+        """(hits as (rule id, bound facts), in order; matches made) on ``host``."""
+        try:
+            pending = _unique(map(engine_fact, facts))
+        except ValueError as exc:
+            raise InvalidFacts(str(exc)) from None
         texts: dict[str, str] = {}          # canonical text -> the engine's JSON of the fact
         all_hits: list[Hit] = []
-        for stratum, name in self._rulesets:
+        for stratum, name in self.rulesets:
             ordered = sorted(pending.items())
             request = []
             for key, fact in ordered:
                 if key not in texts:
                     texts[key] = jsonfmt.dumps(fact)
                 request.append((fact["type"], texts[key]))
-            found = self._engine.match(name, request, _GATE)
-            all_hits += sorted((Hit(self._by_id[rule_id],
+            found, errors = host.match(name, request, _GATE)
+            if errors:
+                raise RuntimeError("; ".join(errors))
+            all_hits += sorted((Hit(self.by_id[rule_id],
                                     {pattern: ordered[index][1] for pattern, index in bound.items()})
                                 for rule_id, bound in found), key=lambda h: h.sort_key)
             if derive is not None:
                 pending.update(_unique(map(engine_fact, derive(stratum, all_hits))))
-        return sorted(all_hits, key=lambda h: h.sort_key)
+        ranked = sorted(all_hits, key=lambda h: h.sort_key)
+        return [(h.rule.id, h.facts) for h in ranked], len(self.rulesets)
 
 
 _GATE = (GATE_TYPE, jsonfmt.dumps({"type": GATE_TYPE}))

@@ -11,6 +11,6 @@ import sys
 if sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from qcdoctor.engine.cli import main  # noqa: E402 - after the sys.path fix
+from qcdoctor.engine.cli import entry  # noqa: E402 - after the sys.path fix
 
-sys.exit(main())
+entry()
