@@ -343,7 +343,7 @@ def test_multi_choice_enter_with_nothing_ticked_is_none_never_the_highlighted_op
     child.expect_exact("Enter confirm · s skip")
     child.expect_exact("› 1. [ ] dataset_eval")
     child.send(ENTER)
-    child.expect_exact("Tick at least one with space (digits move the cursor), then press Enter.")
+    child.expect_exact("Tick at least one with space or its number, then press Enter.")
     child.send("2" + ENTER)                                                     # a digit ticks
     answer_text(child, "Describe the symptom", "")
     child.sendeof()
