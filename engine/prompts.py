@@ -131,11 +131,10 @@ class TerminalPrompter(LinePrompter):
         self.stdout.flush()
 
     def ask(self, question: Question, lang: str, default, position: str) -> Reply:
+        self.header(question, lang, position)
         if not question.choices:
-            self.header(question, lang, position)
             self.say("  " + _words(lang)["hint"])          # under the prompt it belongs to
             return self.read(question, lang, default)
-        self.header(question, lang, position)
         self.say("  " + menu_hint(question, lang))
         return self._menu(question, lang, default)
 
