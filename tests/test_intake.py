@@ -532,3 +532,31 @@ def test_wrapping_keeps_words_whole_and_counts_wide_characters():
 def test_symptom_numbers_become_stage_defaults(symptom, stages, metric):
     from qcdoctor.engine.symptom_hints import stage_hints
     assert stage_hints(symptom) == (stages, metric)
+
+
+def test_deployment_answers_the_compile_config_states_are_not_asked(tmp_path):
+    import io
+    folder = tmp_path / "config"
+    folder.mkdir()
+    (folder / "hb_compile.yaml").write_text(
+        "model_parameters: {march: nash-p}\ninput_parameters: {input_type_train: bgr, "
+        "input_type_rt: nv12, input_layout_train: NCHW, input_source: pyramid}\n")
+    (folder / "case.yaml").write_text(
+        "schema: qcdoctor/case-v1\nevidence: [dataset_eval]\nsymptom: hbm bad\n"
+        "platform: {chip: J6P}\nstages:\n  quantized_bc: {status: normal}\n"
+        "  hbm_x86: {status: abnormal}\n  board: {status: abnormal}\n"
+        "deploy: {config: hb_compile.yaml}\n")
+    out = io.StringIO()
+    # no compile script: skipped; then mean, std, height, width, post-processing
+    answers = "\n".join(["", "0", "255", "544", "960", "yes"]) + "\n"
+    Intake(folder, LinePrompter(stdin=io.StringIO(answers), stdout=out), lang="en",
+           environ={}, installed={}).run()
+    text = out.getvalue()
+    for stated in ("Input colour space in training?", "Input layout in training?",
+                   "Input format on the board?", "Where does the board input come from?"):
+        assert f"] {stated}" not in text and f'"{stated}" is known from the files' in text
+    deploy = case_of(folder)["deploy"]
+    assert deploy["train"] == {"color": "bgr", "layout": "NCHW", "mean": [0.0], "std": [255.0]}
+    assert deploy["board"] == {"color": "nv12", "input_source": "pyramid", "height": 544,
+                               "width": 960}
+    assert "input_type_rt" in (folder / "case.yaml").read_text()            # where it was read
