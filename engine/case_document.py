@@ -72,6 +72,10 @@ class CaseDocument:
         if comment:
             node.yaml_add_eol_comment(comment, parts[-1])
 
+    def append(self, key: str, value) -> None:
+        """Add ``value`` to the list at ``key`` (an existing list keeps its style)."""
+        self.get(key).append(_flow(value))
+
     def text(self) -> str:
         stream = io.StringIO()
         _yaml().dump(self.data, stream)

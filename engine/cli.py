@@ -44,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("intake", help="guided questions that build CASE/case.yaml")
     i.add_argument("case", nargs="?", default=".", help="case folder (default: here)")
-    i.add_argument("--lang", choices=("zh", "en"), help="question language (default: the case's, else zh)")
+    i.add_argument("--lang", choices=("zh", "en"),
+                   help="question language (default: the case's, else the locale's: "
+                        "LC_ALL / LC_MESSAGES / LANG, zh when they name no language)")
     i.add_argument("--answers", metavar="FILE",
                    help="answers by question key (e.g. platform.chip: J6E), for scripted use")
     _allow_outside(i)
@@ -257,38 +259,47 @@ def _cmd_triage(args, parser) -> int:
 
 
 def _cmd_intake(args, parser) -> int:
+    import shlex
+
+    from qcdoctor.collectors.case_file import CASE_FILE
+
     from .errors import QcdoctorError
     from .intake import Intake
+    from .locale_language import locale_language
     from .prompts import LinePrompter, ScriptedPrompter, TerminalPrompter
+    from .report import labels
 
     folder = Path(args.case)
     if folder.is_file():
+        if folder.name != CASE_FILE:            # never run beside someone's other file
+            raise QcdoctorError(f"not a case folder nor a {CASE_FILE}", file=str(folder),
+                                fix=f"give the case folder; intake writes FOLDER/{CASE_FILE}")
         folder = folder.parent
     if folder.exists() and not folder.is_dir():
         raise QcdoctorError("not a folder", file=str(folder), fix="give the case folder")
     if args.answers:
-        prompter, strict = ScriptedPrompter(Path(args.answers)), True
-    elif sys.stdin.isatty() and sys.stdout.isatty():
+        prompter, strict = ScriptedPrompter(Path(args.answers), folder=folder), True
+    elif sys.stdin.isatty() and sys.stdout.isatty() and \
+            os.environ.get("TERM", "dumb") not in ("dumb", "unknown", ""):
         prompter, strict = TerminalPrompter(), False
-    else:
-        prompter, strict = LinePrompter(), False
+    else:                                       # a pipe, or a terminal without cursor control
+        prompter, strict = LinePrompter(show_hint=sys.stdin.isatty()), False
     lang = args.lang
     if lang is None:
-        existing = folder / "case.yaml"
-        lang = "zh"
+        existing = folder / CASE_FILE
+        lang = locale_language()
         if existing.is_file():
             from qcdoctor.collectors.case_file import load_case
-            lang = load_case(existing).get("language", "zh")
+            lang = load_case(existing).get("language", lang)
     intake = Intake(folder, prompter, lang=lang, strict=strict,
                     allow_outside=tuple(Path(p) for p in args.allow_outside))
     try:
         intake.run()
     except KeyboardInterrupt:
-        message = (f"已中断；已回答的内容保存在 {intake.doc.path}\n  继续：qcdoctor intake {folder}"
-                   if lang == "zh" else
-                   f"interrupted; answers so far are saved in {intake.doc.path}\n"
-                   f"  resume with: qcdoctor intake {folder}")
-        print(f"\nqcdoctor: {message}", file=sys.stderr)
+        words = labels()[lang]["intake"]
+        message = words["interrupted" if intake.doc.path.exists() else "interrupted_empty"]
+        print("\nqcdoctor: " + message.format(path=intake.doc.path, case=shlex.quote(str(folder)),
+                                              lang=lang), file=sys.stderr)
         return 130
     return EXIT_OK
 

@@ -3,12 +3,16 @@
 Loop: run the rules on the case as it stands, take the first question of the topics they
 report missing or ask for, ask it, save case.yaml atomically, run again - until nothing
 the rules need is open or the user stops. A question is never asked while its key has a
-value, so a second run resumes where the first stopped.
+value, so a second run resumes where the first stopped. Before a deployment question is
+asked, the compile script and config are read for its answer; a stage result that can no
+longer move the stage is not asked; a QuantAnalysis folder whose comparison is a guess is
+asked about, with the guess as the default.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 from pathlib import Path
 
@@ -17,12 +21,15 @@ from qcdoctor.collectors.environment import THIS_MACHINE
 from qcdoctor.collectors.files import CaseFiles
 
 from .case_document import CaseDocument
+from .deploy_known import find_compile_scripts, known_answers, script_normalisation
 from .errors import QcdoctorError
-from .questions import AnswerError, Question, pending_topics, questions_for
-from .report import labels, source_text
+from .fact_types import STAGES
+from .questions import AnswerError, Question, pending_topics, question_for_key, questions_for
+from .report import id_words, labels, source_text
 from .rulebook import question_topics
+from .symptom_hints import stage_hints
 from .triage import triage_case
-from .vocabulary import CONCLUSION_LABELS
+from .vocabulary import CONCLUSION_LABELS, analysis_type
 
 MAX_QUESTIONS = 200            # a guard against a rule set that keeps asking
 REPORT_FILE = "qcdoctor-report.md"
@@ -39,13 +46,18 @@ class Intake:
         self.installed = installed
         self.strict = strict                  # scripted answers: a bad one is an error
         self.doc = CaseDocument(self.folder)
+        if not self.doc.has("language"):
+            self.doc.set("language", lang)      # saved with the first answer: resume keeps it
         self.metric = self._known_metric()
+        self.files = CaseFiles(self.folder, self.allow_outside)
         self.deferred: set[tuple[str, str]] = set()     # (topic, key): skipped this session
-        self.history: list[str] = []
-        self.revisit: str | None = None
+        self.history: list[tuple[str, str]] = []        # (topic, key) answered or skipped
+        self.revisit: tuple[str, str] | None = None
         self.open_topic: str | None = None      # a table being filled in
         self.current_topic = ""
-        self.asked = 0
+        self.numbers: dict[str, int] = {}       # key -> its number: a re-ask keeps it
+        self.asked = 0                          # prompts shown, re-asks included (a guard)
+        self.guesses: dict[str, str] = {}       # QuantAnalysis folder -> guessed comparison
 
     # --- the case as it stands ----------------------------------------------------
     def report(self) -> dict:
@@ -65,30 +77,82 @@ class Intake:
         if question.type == "stage_result":
             entry = self.doc.get(question.key)
             return isinstance(entry, dict) and ("value" in entry or "status" in entry)
+        if question.type == "comparison":
+            return self._run_of(question.folder) is not None
         return self.doc.has(question.key)
+
+    def _run_of(self, folder: str):
+        """The analyses_run entry that names ``folder`` as its out_dir, or None."""
+        for run in self.doc.get("analyses_run") or []:
+            if isinstance(run, dict) and os.path.normpath(str(run.get("out_dir", ""))) == \
+                    os.path.normpath(folder):
+                return run
+        return None
+
+    def topics(self, report: dict) -> list[str]:
+        """What the rules want answered, then QuantAnalysis folders classified by a guess."""
+        guessed = [f for f in report["facts"] if f["type"] == "qa_folder" and _comparison_guessed(f)]
+        self.guesses = {f["analysis"]: f"{f['baseline']} vs {f['analysis_stage']}"
+                        for f in guessed if f["baseline"] and f["analysis_stage"]}
+        return pending_topics(report) + [f"qa_comparison:{f['analysis']}" for f in guessed]
 
     def next_question(self, report: dict) -> Question | None:
         if self.revisit:
-            key, self.revisit = self.revisit, None
-            for topic in pending_topics(report) + [key.split(".")[0]]:
-                found = [q for q in questions_for(topic) if q.key == key]
-                if found:
-                    self.current_topic = topic
-                    return found[0]
-        topics = pending_topics(report)
+            (topic, key), self.revisit = self.revisit, None
+            found = [q for q in questions_for(topic) if q.key == key] or \
+                [q for q in [question_for_key(key)] if q]
+            if found:
+                self.current_topic = topic
+                return found[0]
+        topics = self.topics(report)
         if self.open_topic:
             topics = [self.open_topic] + [t for t in topics if t != self.open_topic]
         for topic in topics:
             for question in questions_for(topic):
                 # a skip holds for the topic it was asked in: a later follow-up that needs
                 # the same key for its own reason asks once more
-                if (topic, question.key) not in self.deferred and not self.answered(question):
-                    self.open_topic = topic if question_topics()[topic.split(":")[0]].get(
-                        "complete") else None
-                    self.current_topic = topic
-                    return question
+                if (topic, question.key) in self.deferred or self.answered(question) or \
+                        self.settled(question, topic, report) or self.fill_known(question):
+                    continue
+                self.open_topic = topic if question_topics()[topic.split(":")[0]].get(
+                    "complete") else None
+                self.current_topic = topic
+                return question
         self.open_topic = None
         return None
+
+    def settled(self, question: Question, topic: str, report: dict) -> bool:
+        """A stage result of the table that cannot move the stage any more: the stage is
+        determined and this one comes after the first abnormal stage (knowledge.md §4:
+        ask only what changes the next step). A rule that still wants it asks by name."""
+        if question.type != "stage_result" or topic != "stage_results" or \
+                not report["conclusion"].get("determined"):
+            return False
+        abnormal = [STAGES.index(f["stage"]) for f in report["facts"]
+                    if f["type"] == "stage" and f["status"] == "abnormal"]
+        return bool(abnormal) and STAGES.index(question.stage) > min(abnormal)
+
+    def fill_known(self, question: Question) -> bool:
+        """Answer a deployment question from the case's own files (with where it was read);
+        True when it was, so it is not asked."""
+        if not question.key.startswith("deploy.") or \
+                question.key in getattr(self.prompter, "answers", {}):    # scripted: theirs win
+            return False
+        if question.key == "deploy.script":
+            scripts = find_compile_scripts(self.folder, self.files)
+            if len(scripts) != 1:
+                return False
+            value, source = scripts[0], labels()[self.lang]["intake"]["found_script"]
+        else:
+            known = known_answers(self.folder, self.doc.get("deploy") or {}, self.files)
+            if question.key not in known:
+                return False
+            value, source = known[question.key]
+        self.doc.set(question.key, value, comment=source)
+        self.doc.save()
+        self.prompter.say(labels()[self.lang]["intake"]["known"].format(
+            question=question.prompt(self.lang), value=value, source=source))
+        return True
 
     # --- answers ------------------------------------------------------------------
     def store(self, question: Question, value) -> None:
@@ -99,6 +163,18 @@ class Intake:
             if "value" in value and self.metric:
                 value = {"metric": self.metric, **value}
             self.doc.set(question.key, value)
+        elif question.type == "comparison":
+            baseline, _, analysis = str(value).partition(" vs ")
+            entry = {"type": analysis_type(None, analysis), "baseline": baseline,
+                     "analysis": analysis, "out_dir": question.folder}
+            runs = self.doc.get("analyses_run")
+            old = self._run_of(question.folder)
+            if old is not None:                 # asked again after going back
+                old.update(entry)
+            elif isinstance(runs, list):
+                self.doc.append("analyses_run", entry)
+            else:
+                self.doc.set("analyses_run", [entry])
         elif question.type == "path":
             if not (self.folder / value).is_file():
                 raise AnswerError(f"{value} 不在案例目录中" if self.lang == "zh" else
@@ -109,9 +185,23 @@ class Intake:
         self.doc.save()
 
     def current(self, question: Question):
+        """The default offered: the case's value, else what the symptom, the compile script
+        or a QuantAnalysis folder's content suggests (confirmed with Enter)."""
         if question.key == "stages.metric":
-            return self.metric
-        return self.doc.get(question.key)
+            return self.metric or stage_hints(str(self.doc.get("symptom") or ""))[1]
+        if question.type == "comparison":
+            run = self._run_of(question.folder)
+            if run is not None:
+                return f"{run.get('baseline')} vs {run.get('analysis')}"
+            return self.guesses.get(question.folder)
+        value = self.doc.get(question.key)
+        if value is None and question.type == "stage_result":
+            hinted = stage_hints(str(self.doc.get("symptom") or ""))[0].get(question.stage)
+            return None if hinted is None else {"value": hinted}
+        if value is None and question.key in ("deploy.train.mean", "deploy.train.std"):
+            return script_normalisation(self.folder, self.doc.get("deploy") or {},
+                                        self.files).get(question.key.rsplit(".", 1)[1])
+        return value
 
     # --- the loop -----------------------------------------------------------------
     def announce(self, report: dict) -> None:
@@ -152,24 +242,30 @@ class Intake:
         report = self.report()
         self.announce(report)
         self.adopt(report)
+        t = labels()[self.lang]["intake"]
+        stopped = False
         while self.asked < MAX_QUESTIONS:
             question = self.next_question(report)
             if question is None:
-                self.prompter.say(labels()[self.lang]["intake"]["done"])
                 break
             self.asked += 1
-            reply = self.prompter.ask(question, self.lang, self.current(question), str(self.asked))
+            number = self.numbers.setdefault(question.key, len(self.numbers) + 1)
+            reply = self.prompter.ask(question, self.lang, self.current(question), str(number))
+            entry = (self.current_topic, question.key)
             if reply.kind == "stop":
-                self.prompter.say(labels()[self.lang]["intake"]["stopped"].format(case=self.folder))
+                stopped = True
                 break
             if reply.kind == "skip":
-                self.deferred.add((self.current_topic, question.key))
+                self.deferred.add(entry)
+                self.history.append(entry)
                 continue
             if reply.kind == "back":
                 if self.history:
                     self.revisit = self.history.pop()
+                    self.deferred.discard(self.revisit)
                 else:
-                    self.revisit = question.key
+                    self.prompter.say(t["first"])
+                    self.revisit = entry
                 continue
             try:
                 self.store(question, question.parse(reply.text, self.lang))
@@ -178,16 +274,53 @@ class Intake:
                     raise QcdoctorError(f"answer {reply.text!r} for '{question.key}' is not "
                                         f"accepted: {exc}", file=str(getattr(self.prompter, "path", "")),
                                         key=question.key) from None
-                self.prompter.say(labels()[self.lang]["intake"]["invalid"].format(reason=exc))
-                self.revisit = question.key
+                self.prompter.say(t["invalid"].format(reason=exc))
+                self.revisit = entry
                 continue
-            self.history.append(question.key)
+            self.history.append(entry)
             report = self.report()
         if not self.doc.path.exists():         # nothing answered: still leave a case file
             self.doc.save()
         report = self.report()
+        if stopped:
+            self.prompter.say(t["stopped"].format(case=shlex.quote(str(self.folder)), lang=self.lang))
+        else:
+            self.closing(report)
         self.summary(report)
         return report
+
+    def closing(self, report: dict) -> None:
+        """Nothing is left to ask: say so, or say what stays open and why it was not asked."""
+        t = labels()[self.lang]["intake"]
+        still_open = self.still_open(report)
+        if not still_open:
+            undetermined = not report["conclusion"].get("determined")
+            self.prompter.say(t["done_undetermined" if undetermined else "done"])
+            return
+        self.prompter.say(t["open"])
+        for text, reason in still_open:
+            self.prompter.say(f"  - {text}: {reason}")
+
+    def still_open(self, report: dict) -> list[tuple[str, str]]:
+        """(what, why it was not asked) for every topic the rules still want."""
+        t = labels()[self.lang]["intake"]
+        wanted = {m["id"]: m["question"] for m in report["missing"]}
+        out = []
+        for topic in self.topics(report):
+            questions = questions_for(topic)
+            skipped = [q for q in questions if (topic, q.key) in self.deferred]
+            what = wanted.get(topic) or (questions[0].prompt(self.lang) if questions else topic)
+            if skipped:
+                reason = t["open_skipped"].format(question=skipped[0].prompt(self.lang))
+            elif questions and all(self.answered(q) for q in questions):
+                if topic not in wanted:         # a follow-up, answered: nothing is open
+                    continue
+                answer = "; ".join(_shown(self.current(q)) for q in questions)
+                reason = t["open_answered"].format(answer=answer, why=questions[0].why[self.lang])
+            else:
+                reason = t["open_unaskable"]
+            out.append((what, reason))
+        return out
 
     def summary(self, report: dict) -> None:
         t = labels()[self.lang]["intake"]
@@ -197,12 +330,18 @@ class Intake:
         self.prompter.say(t["stage"].format(stage=CONCLUSION_LABELS[self.lang][c["stage"]]))
         if c["evidence"]:
             self.prompter.say(f"  {c['evidence'][0]['text']}")
-        if report["next_actions"]:
+        failed = failed_checks(report)
+        if failed:
+            self.prompter.say(t["failed"].format(count=len(failed)))
+            for title, text in failed:
+                self.prompter.say(f"  - {title}: {text}")
+            self.prompter.say(t["next"].format(text=t["fix_items"].format(count=len(failed))))
+        elif report["next_actions"]:
             self.prompter.say(t["next"].format(text=report["next_actions"][0]["text"]))
         written = self.write_report(report)
         if written:
             self.prompter.say(t["written"].format(path=written))
-        self.prompter.say(t["report"].format(case=self.folder))
+        self.prompter.say(t["report"].format(case=shlex.quote(str(self.folder)), lang=self.lang))
 
     def write_report(self, report: dict) -> Path | None:
         """qcdoctor-report.md in the case folder, unless a file of the user's has that name."""
@@ -219,3 +358,33 @@ class Intake:
                 return None                      # not ours: never overwritten
         write_text_atomic(path, render(report, "md"))
         return path
+
+
+def failed_checks(report: dict) -> list[tuple[str, str]]:
+    """(check, what failed) for every failed deployment check with its own evidence; a
+    mandatory item failed only through a finer check is named by that check."""
+    out = []
+    for item in report.get("checklist", []):
+        if item["status"] != "fail":
+            continue
+        for evidence in item["evidence"]:
+            if evidence["status"] == "fail":
+                out.append((item.get("title") or id_words(item["id"], report.get("language", "en")),
+                            evidence["text"]))
+    return out
+
+
+def _comparison_guessed(fact: dict) -> bool:
+    """A QuantAnalysis folder classified by a guess: by name, or by content other than two
+    HBIR sides (float-vs-QAT-style op types do not tell calib.pt from qat.pt)."""
+    if fact["known_from"] == "analyses_run":
+        return False
+    return not (fact["known_from"] == "content" and fact["comparison"] == "convert")
+
+
+def _shown(value) -> str:
+    if isinstance(value, dict):
+        return str(value.get("value", value.get("status", "")))
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value)) or "none"
+    return str(value)

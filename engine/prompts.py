@@ -2,13 +2,17 @@
 or a file of scripted answers.
 
 Every prompter returns a ``Reply``; the flow (engine/intake.py) decides what it means.
-On a terminal, choices are picked with the arrow keys (space toggles in multi-choice,
-Enter confirms); everywhere, ``<`` goes back, ``?`` shows help, an empty answer keeps
-the default or skips, and end of input saves and stops.
+On a terminal, choices are picked with the arrow keys or digits (space or a digit ticks in
+multi-choice, Enter confirms; Enter with nothing ticked is "none" where that is allowed,
+never the highlighted option); everywhere, ``<`` goes back, ``?`` shows help, an empty
+answer keeps the default or skips, and end of input saves and stops. A file of scripted
+answers is checked whole before the first question: an unknown key or a value its
+question would refuse is an error, asked or not.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from dataclasses import dataclass
@@ -17,13 +21,15 @@ from pathlib import Path
 from qcdoctor.collectors import limits
 from qcdoctor.collectors.yaml_schema import load_plain
 
-from .errors import QcdoctorError
-from .questions import Question
+from .errors import QcdoctorError, shorten
+from .questions import AnswerError, Question, all_question_keys, question_for_key
+from .termtext import display_width, terminal_width, wrap
 
-HINT = {"zh": "回车：保留默认/跳过 · <：上一题 · ?：说明 · Ctrl-D：保存并结束",
-        "en": "Enter: keep default / skip · <: back · ?: help · Ctrl-D: save and stop"}
-MENU_HINT = {"zh": "↑↓ 选择 · 空格 勾选（多选）· 回车 确认 · s 跳过 · ← 或 < 上一题 · ? 说明",
-             "en": "↑↓ move · space toggle (multi) · Enter confirm · s skip · ← or < back · ? help"}
+
+def _words(lang: str) -> dict:
+    """The intake's words in the label table (loaded on first use)."""
+    from .report import labels
+    return labels()[lang]["intake"]
 
 
 @dataclass
@@ -44,12 +50,28 @@ def _default_text(value) -> str:
     return str(value)
 
 
+def menu_hint(question: Question, lang: str) -> str:
+    """Every key that works in this menu, and only those."""
+    w = _words(lang)
+    parts = [w["menu_move"].format(count=len(question.choices))]
+    if question.type == "multi_choice":
+        parts.append(w["menu_toggle"])
+        if question.allow_none:
+            parts += [w["menu_none"], w["menu_enter_multi"]]
+        else:
+            parts.append(w["menu_enter_multi_strict"])
+    else:
+        parts.append(w["menu_enter"])
+    return " · ".join(parts + [w["menu_rest"]])
+
+
 class LinePrompter:
     """Plain line prompts: pipes, files, dumb terminals."""
 
-    def __init__(self, stdin=None, stdout=None):
+    def __init__(self, stdin=None, stdout=None, show_hint: bool = False):
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
+        self.show_hint = show_hint            # a person types (a dumb terminal), not a pipe
 
     def say(self, text: str) -> None:
         self.stdout.write(text + "\n")
@@ -58,11 +80,28 @@ class LinePrompter:
     def header(self, question: Question, lang: str, position: str) -> None:
         self.say(f"\n[{position}] {question.prompt(lang)}")
         self.say(f"  ({question.why[lang]})")
-        if question.choices:
-            self.say("  " + "  ".join(f"{i}) {c}" for i, c in enumerate(question.choices, 1)))
+
+    def choice_lines(self, question: Question, lang: str) -> list[str]:
+        lines = []
+        for i, choice in enumerate(question.choices, 1):
+            note = question.choice_note(choice, lang)
+            lines.append(f"  {i}) {choice}" + (f" - {note}" if note else ""))
+        return lines
+
+    def help(self, question: Question, lang: str) -> None:
+        self.say("  " + question.help_text(lang))
+        self.say("  " + _words(lang)["hint"])
 
     def ask(self, question: Question, lang: str, default, position: str) -> Reply:
         self.header(question, lang, position)
+        for line in self.choice_lines(question, lang):
+            self.say(line)
+        if self.show_hint:
+            self.say("  " + _words(lang)["hint"])
+        return self.read(question, lang, default)
+
+    def read(self, question: Question, lang: str, default) -> Reply:
+        """One typed line: an answer, ``<`` back, ``?`` help, Enter the default, EOF stop."""
         shown = _default_text(default)
         while True:
             self.stdout.write(f"> [{shown}] " if shown else "> ")
@@ -72,7 +111,7 @@ class LinePrompter:
                 return Reply("stop")
             text = line.strip()
             if text == "?":
-                self.say("  " + (question.help.get(lang) or question.why[lang]) + "\n  " + HINT[lang])
+                self.help(question, lang)
                 continue
             if text == "<":
                 return Reply("back")
@@ -82,15 +121,21 @@ class LinePrompter:
 
 
 class TerminalPrompter(LinePrompter):
-    """A real terminal: arrow-key menus for choices, line editing for the rest."""
+    """A real terminal: arrow-key menus for choices, text wrapped at the terminal's width."""
+
+    def say(self, text: str) -> None:
+        width = terminal_width() - 1
+        for part in text.split("\n"):
+            for line in wrap(part, width):
+                self.stdout.write(line + "\n")
+        self.stdout.flush()
 
     def ask(self, question: Question, lang: str, default, position: str) -> Reply:
+        self.header(question, lang, position)
         if not question.choices:
-            self.say(f"  {HINT[lang]}")
-            return super().ask(question, lang, default, position)
-        self.say(f"\n[{position}] {question.prompt(lang)}")
-        self.say(f"  ({question.why[lang]})")
-        self.say(f"  {MENU_HINT[lang]}")
+            self.say("  " + _words(lang)["hint"])          # under the prompt it belongs to
+            return self.read(question, lang, default)
+        self.say("  " + menu_hint(question, lang))
         return self._menu(question, lang, default)
 
     def _menu(self, question: Question, lang: str, default) -> Reply:
@@ -99,60 +144,83 @@ class TerminalPrompter(LinePrompter):
 
         options = [str(c) for c in question.choices]
         multi = question.type == "multi_choice"
-        chosen = set()
-        if isinstance(default, (list, tuple)):
-            chosen = {str(v) for v in default}
-        cursor = options.index(str(_default_text(default))) if _default_text(default) in options else 0
+        chosen = {str(v) for v in default} if multi and isinstance(default, (list, tuple)) else set()
+        shown = _default_text(default)
+        cursor = options.index(shown) if shown in options else 0
         fd = self.stdin.fileno()
         saved = termios.tcgetattr(fd)
         drawn = 0
         pending = b""
+
+        def above(text: str) -> int:
+            """A message above the menu, which is then drawn again below it."""
+            if drawn:
+                self.stdout.write(f"\x1b[{drawn}A\x1b[J")
+            self.say(text)
+            return 0
+
         try:
             tty.setcbreak(fd)                   # keys one by one; Ctrl-C still interrupts
             while True:
                 if drawn:
                     self.stdout.write(f"\x1b[{drawn}A\x1b[J")
-                for i, option in enumerate(options):
-                    mark = ("[x] " if option in chosen else "[ ] ") if multi else ""
-                    pointer = "›" if i == cursor else " "
-                    self.stdout.write(f"  {pointer} {mark}{option}\n")
+                for line in self._options(question, lang, options, chosen, cursor, multi):
+                    self.stdout.write(line + "\n")
                 drawn = len(options)
                 self.stdout.flush()
                 if not pending:
-                    pending = os.read(fd, 32)
+                    pending = os.read(fd, 64)
+                    if not pending:             # the terminal went away
+                        return Reply("stop")
                 key, pending = _next_key(pending)
-                if key in (b"\x1b[A", b"k"):
+                if key in (b"\x1b[A", b"\x1bOA", b"k"):
                     cursor = (cursor - 1) % len(options)
-                elif key in (b"\x1b[B", b"j"):
+                elif key in (b"\x1b[B", b"\x1bOB", b"j"):
                     cursor = (cursor + 1) % len(options)
                 elif key == b" " and multi:
                     chosen ^= {options[cursor]}
                 elif key in (b"\r", b"\n"):
-                    if multi:
-                        picked = [o for o in options if o in chosen] or [options[cursor]]
+                    if not multi:
+                        return Reply("answer", options[cursor])
+                    picked = [o for o in options if o in chosen]
+                    if picked:
                         return Reply("answer", ", ".join(picked))
-                    return Reply("answer", options[cursor])
-                elif key in (b"\x1b[D", b"<", b"b"):
+                    if question.allow_none:     # nothing ticked means none, never the cursor
+                        return Reply("answer", "none")
+                    drawn = above("  " + _words(lang)["tick_first"])
+                elif key in (b"\x1b[D", b"\x1bOD", b"<", b"b"):
                     return Reply("back")
                 elif key == b"s":
                     return Reply("skip")
                 elif key == b"n" and multi and question.allow_none:
                     return Reply("answer", "none")
                 elif key == b"?":
-                    self.stdout.write(f"\x1b[{drawn}A\x1b[J")
-                    self.say("  " + (question.help.get(lang) or question.why[lang]))
-                    drawn = 0
+                    drawn = above("  " + question.help_text(lang) + "\n  " + question.why[lang])
                 elif key == b"\x04":
                     return Reply("stop")
                 elif key.isascii() and key.isdigit() and 1 <= int(key) <= len(options):
                     cursor = int(key) - 1
+                    if multi:                   # a digit ticks in a multi-choice menu
+                        chosen ^= {options[cursor]}
         finally:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+    def _options(self, question, lang, options, chosen, cursor, multi) -> list[str]:
+        """One line per option, cut to the terminal's width so redrawing stays exact."""
+        width = terminal_width() - 1
+        lines = []
+        for i, option in enumerate(options):
+            mark = ("[x] " if option in chosen else "[ ] ") if multi else ""
+            pointer = "›" if i == cursor else " "
+            note = question.choice_note(question.choices[i], lang)
+            line = f"  {pointer} {i + 1}. {mark}{option}" + (f"  - {note}" if note else "")
+            lines.append(line if display_width(line) <= width else wrap(line, width)[0])
+        return lines
 
 
 def _next_key(data: bytes) -> tuple[bytes, bytes]:
     """Split one key off what the terminal sent: an escape sequence or one byte."""
-    if data.startswith(b"\x1b[") and len(data) >= 3:
+    if data[:2] in (b"\x1b[", b"\x1bO") and len(data) >= 3:
         return data[:3], data[3:]
     return data[:1], data[1:]
 
@@ -160,7 +228,7 @@ def _next_key(data: bytes) -> tuple[bytes, bytes]:
 class ScriptedPrompter:
     """Answers from a YAML file, keyed by question (case.yaml key, e.g. platform.chip)."""
 
-    def __init__(self, path: Path, stdout=None):
+    def __init__(self, path: Path, stdout=None, folder: Path | None = None):
         self.path = Path(path)
         self.stdout = stdout or sys.stdout
         try:
@@ -183,6 +251,31 @@ class ScriptedPrompter:
                                 file=str(path), fix="e.g. platform.chip: J6E")
         self.answers = {str(k): v for k, v in data.items()}
         self.used: set[str] = set()
+        for key, value in self.answers.items():
+            self._check(key, value, folder)
+
+    def _check(self, key: str, value, folder: Path | None) -> None:
+        """An unknown key or a value its question refuses: an error before anything is
+        asked, whether or not the question would come up."""
+        question = question_for_key(key)
+        if question is None:
+            keys = [k for k in all_question_keys() if "{" not in k]
+            close = difflib.get_close_matches(key, keys, n=1)
+            raise QcdoctorError("unknown question key", file=str(self.path), key=key,
+                                fix=(f"did you mean '{close[0]}'? " if close else "") +
+                                "keys are the case.yaml keys the questions write: " +
+                                ", ".join(keys) + ", analyses_run.FOLDER")
+        text = value if isinstance(value, str) else _default_text(value)
+        try:
+            question.parse(text, "en")
+        except AnswerError as exc:
+            raise QcdoctorError(f"{shorten(text, 80)!r} is not accepted: {exc}",
+                                file=str(self.path), key=key,
+                                fix=_allowed(question) or "see README.md, 'Guided intake'") from None
+        if question.type == "path" and folder is not None and not (Path(folder) / text).is_file():
+            raise QcdoctorError(f"{text} is not a file in the case folder {folder}",
+                                file=str(self.path), key=key,
+                                fix="give the path relative to the case folder")
 
     def say(self, text: str) -> None:
         self.stdout.write(text + "\n")
@@ -196,3 +289,11 @@ class ScriptedPrompter:
 
     def unused(self) -> list[str]:
         return sorted(set(self.answers) - self.used)
+
+
+def _allowed(question: Question) -> str:
+    """The allowed values of a question with choices, for an error's fix line."""
+    if not question.choices:
+        return ""
+    extra = ", none" if question.allow_none else ""
+    return "allowed values: " + ", ".join(map(str, question.choices)) + extra

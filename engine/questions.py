@@ -14,7 +14,8 @@ from qcdoctor.collectors.versions import VERSION_RE
 
 from .fact_types import STAGES
 from .rulebook import question_topics
-from .vocabulary import STAGE_LABELS
+from .text import render
+from .vocabulary import stage_label
 
 STATUS_WORDS = {"normal": "normal", "ok": "normal", "正常": "normal", "abnormal": "abnormal",
                 "bad": "abnormal", "异常": "abnormal", "unknown": "unknown", "未知": "unknown"}
@@ -38,18 +39,28 @@ class Question:
     stage: str = ""
     minimum: float | None = None
     allow_none: bool = False
+    choice_help: dict = field(default_factory=dict)     # choice -> {zh, en}
+    folder: str = ""                # the QuantAnalysis folder a comparison question is about
 
     @property
     def id(self) -> str:
         return self.key
 
+    def _fill(self, template: str, lang: str) -> str:
+        return render(template, {"label": stage_label(self.stage, lang) if self.stage else "",
+                                 "folder": self.folder}, lang)
+
     def prompt(self, lang: str) -> str:
-        if self.type == "stage_result":
-            label = STAGE_LABELS.get(self.stage, self.stage)
-            return (f"{label} 的评测结果？输入指标数值，或 normal / abnormal / unknown"
-                    if lang == "zh" else
-                    f"Result of {label}? A metric value, or normal / abnormal / unknown")
-        return self.text[lang]
+        return self._fill(self.text[lang], lang)
+
+    def help_text(self, lang: str) -> str:
+        """What to answer, with an example (the ``?`` key); the why line is shown anyway."""
+        return self._fill(self.help.get(lang) or self.why[lang], lang)
+
+    def choice_note(self, choice, lang: str) -> str:
+        """What one choice means, in the user's language ('' when it speaks for itself)."""
+        note = self.choice_help.get(choice) or self.choice_help.get(str(choice)) or {}
+        return note.get(lang, "")
 
     def parse(self, raw: str, lang: str = "en"):
         """The value to store for a typed answer; raises AnswerError with the reason."""
@@ -59,7 +70,7 @@ class Question:
             if not text:
                 raise AnswerError("请输入内容" if zh else "an answer is needed")
             return text
-        if self.type == "choice":
+        if self.type in ("choice", "comparison"):
             return self._choice(text, zh)
         if self.type == "multi_choice":
             if self.allow_none and text.lower() in ("none", "无", "-", "[]"):
@@ -126,22 +137,53 @@ class Question:
         return value
 
 
-def _question(topic: str, spec: dict, item: dict, stage: str = "") -> Question:
-    key = item["key"].replace("{stage}", stage)
-    return Question(topic=topic, key=key, type=item["type"], text=item.get("text", {}),
-                    why=spec["why"], help=item.get("help", {}),
-                    choices=tuple(item.get("choices", ())),
-                    stage=str(item.get("stage", "")).replace("{stage}", stage),
-                    minimum=item.get("minimum"), allow_none=item.get("allow_none", False))
+def _question(topic: str, spec: dict, item: dict, argument: str = "") -> Question:
+    """One catalogue item; ``argument`` fills the stage or folder of a templated topic."""
+    if item["type"] == "stage_result":
+        # every stage result is asked alike: the words live with the stage_result topic
+        item = {**question_topics()["stage_result"]["items"][0], **item}
+    stage = str(item.get("stage", "")).replace("{stage}", argument)
+    return Question(topic=topic, key=item["key"].replace("{stage}", argument).replace(
+                        "{folder}", argument),
+                    type=item["type"], text=item.get("text", {}), why=spec["why"],
+                    help=item.get("help", {}), choices=tuple(item.get("choices", ())),
+                    stage=stage, minimum=item.get("minimum"),
+                    allow_none=item.get("allow_none", False),
+                    choice_help=item.get("choice_help", {}),
+                    folder=argument if topic == "qa_comparison" else "")
 
 
 def questions_for(topic_ref: str) -> list[Question]:
-    """The questions of a topic reference such as 'platform' or 'stage_result:hbm_x86'."""
-    topic, _, stage = topic_ref.partition(":")
+    """The questions of a topic reference such as 'platform', 'stage_result:hbm_x86' or
+    'qa_comparison:qa_out'."""
+    topic, _, argument = topic_ref.partition(":")
     spec = question_topics().get(topic)
-    if spec is None or (topic == "stage_result" and stage not in STAGES):
+    if spec is None or (topic == "stage_result" and argument not in STAGES) or \
+            (topic == "qa_comparison" and not argument):
         return []
-    return [_question(topic, spec, item, stage) for item in spec["items"]]
+    return [_question(topic, spec, item, argument) for item in spec["items"]]
+
+
+def question_for_key(key: str) -> Question | None:
+    """The catalogue question that writes ``key`` (e.g. 'platform.chip', 'stages.calib',
+    'analyses_run.qa_out'), or None: used to go back to any earlier question and to
+    check a file of scripted answers."""
+    head, _, rest = key.partition(".")
+    if head == "stages" and rest in STAGES:
+        topic = "stage_result:" + rest
+    elif head == "analyses_run" and rest:
+        topic = "qa_comparison:" + rest
+    else:
+        topic = next((name for name, spec in question_topics().items()
+                      if "{" not in str(spec["items"][0]["key"])
+                      and any(item["key"] == key for item in spec["items"])), "")
+    return next((q for q in questions_for(topic) if q.key == key), None) if topic else None
+
+
+def all_question_keys() -> list[str]:
+    """Every key a question can write, templated ones spelt with their placeholder."""
+    keys = [item["key"] for spec in question_topics().values() for item in spec["items"]]
+    return list(dict.fromkeys(keys + [f"stages.{stage}" for stage in STAGES]))
 
 
 def pending_topics(report: dict) -> list[str]:

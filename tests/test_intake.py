@@ -15,15 +15,31 @@ from qcdoctor.engine.case_document import CaseDocument
 from qcdoctor.engine.intake import Intake
 from qcdoctor.engine.prompts import LinePrompter
 
-DOWN, ENTER, SPACE = "\x1b[B", "\r", " "
+DOWN, ENTER, SPACE, LEFT = "\x1b[B", "\r", " ", "\x1b[D"
+LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE")
 
 
-def spawn(folder: Path, *extra: str) -> pexpect.spawn:
-    env = {k: v for k, v in os.environ.items() if "BOARD_TYPE" not in k}
-    env.update(TERM="xterm", COLUMNS="120", LINES="40")
+def clean_env(**extra: str) -> dict:
+    """This process's environment without board variables or a locale, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if "BOARD_TYPE" not in k and k not in LOCALE_VARS}
+    env.update(extra)
+    return env
+
+
+def spawn(folder: Path, *extra: str, env: dict | None = None, columns: int = 120,
+          term: str = "xterm") -> pexpect.spawn:
+    env = clean_env(**(env or {}))
+    env.update(TERM=term, COLUMNS=str(columns), LINES="40")
     child = pexpect.spawn(sys.executable, ["-m", "qcdoctor", "intake", str(folder), *extra],
-                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 120))
+                          env=env, encoding="utf-8", timeout=30, dimensions=(40, columns))
     return child
+
+
+def run_piped(folder: Path, answers: list[str], *extra: str, env: dict | None = None):
+    return subprocess.run([sys.executable, "-m", "qcdoctor", "intake", str(folder), *extra],
+                          input="\n".join(answers) + "\n", capture_output=True, text=True,
+                          timeout=60, env=clean_env(**(env or {})))
 
 
 def case_of(folder: Path) -> dict:
@@ -47,12 +63,18 @@ def test_convert_case_on_j6e_in_a_real_terminal(tmp_path):
     child = spawn(folder, "--lang", "en")
     answer_menu(child, "How was the problem observed?", SPACE + ENTER)          # dataset_eval
     answer_text(child, "Describe the symptom", "quantized.bc mAP 0.391 vs qat.bc 0.449")
-    answer_text(child, "Which metric", "mAP")
+    # the symptom's metric and numbers are the defaults: Enter confirms them
+    child.expect_exact("Which metric")
+    child.expect_exact("> [mAP] ")
+    child.sendline("")
     answer_text(child, "Result of qat.pt?", "0.452")
-    answer_text(child, "Result of qat.bc?", "0.449")
-    answer_text(child, "Result of quantized.bc?", "0.391")
-    answer_text(child, "Result of hbm (x86)?", "")                              # skip
-    answer_text(child, "Result of board?", "")
+    child.expect_exact("Result of qat.bc?")
+    child.expect_exact("> [0.449] ")
+    child.sendline("")
+    child.expect_exact("Result of quantized.bc?")
+    child.expect_exact("> [0.391] ")
+    child.sendline("")
+    # convert is placed: hbm (x86) and board results cannot change it and are not asked
     answer_menu(child, "stable, reproducible bad case?", ENTER)                # available
     answer_menu(child, "Which chip is the target?", ENTER)                     # J6E
     answer_text(child, "hbdk4-compiler version?", "4.4.2")
@@ -60,11 +82,13 @@ def test_convert_case_on_j6e_in_a_real_terminal(tmp_path):
     answer_text(child, "horizon-plugin-profiler version?", "")
     answer_menu(child, "Can you retrain (QAT)?", DOWN + ENTER)                 # no
     child.expect_exact("Conclusion: convert")
+    asked = child.before
     # the smallest verifiable action comes first: step-0 checks before level 0
     child.expect_exact("Next step: User-side consistency is not fully confirmed")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+    assert "Result of hbm (x86)?" not in asked and "Result of board?" not in asked
     case = case_of(folder)
     assert case["stages"]["quantized_bc"] == {"metric": "mAP", "value": 0.391}
     assert case["platform"] == {"chip": "J6E"} and case["retrain"] is False
@@ -112,9 +136,10 @@ def test_compile_case_asks_deployment_details_only(tmp_path):
     assert case["deploy"]["train"]["mean"] == [123.675, 116.28, 103.53]
 
 
-def test_interrupted_session_keeps_answers_and_resumes(tmp_path):
+def test_interrupted_session_keeps_answers_language_and_resumes(tmp_path):
     folder = tmp_path / "resume"
-    child = spawn(folder, "--lang", "en")
+    # no --lang: the locale says English
+    child = spawn(folder, env={"LANG": "en_US.UTF-8"})
     answer_menu(child, "How was the problem observed?", SPACE + ENTER)
     answer_text(child, "Describe the symptom", "board worse than qat")
     answer_text(child, "Which metric", "NDS")
@@ -122,21 +147,25 @@ def test_interrupted_session_keeps_answers_and_resumes(tmp_path):
     child.expect_exact("Result of qat.bc?")
     child.expect_exact("> ")
     child.sendintr()                                                            # Ctrl-C
-    child.expect_exact("interrupted; answers so far are saved in")
-    child.expect_exact(f"resume with: qcdoctor intake {folder}")
+    child.expect_exact("interrupted; what was answered or collected is saved in")
+    child.expect_exact(f"resume with: qcdoctor intake {folder} --lang en")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 130
     case = case_of(folder)
     assert case["evidence"] == ["dataset_eval"] and case["stages"]["qat"]["value"] == 0.47
+    assert case["language"] == "en"
 
-    child = spawn(folder, "--lang", "en")
+    # resumed under a Chinese locale without --lang: the case's language wins
+    child = spawn(folder, env={"LANG": "zh_CN.UTF-8"})
     child.expect_exact("[1] Result of qat.bc?")                                 # resumes here
     child.expect_exact("> ")
     child.sendline("<")                                                         # back ...
-    child.expect_exact("Result of qat.bc?")                                     # ... nothing before in this run
+    child.expect_exact("This is the first question: there is none before it.")
+    child.expect_exact("[1] Result of qat.bc?")                                 # ... same number
     child.sendeof()
-    child.expect_exact("Your answers are saved")
+    child.expect_exact("Your answers are saved; run `qcdoctor intake")
+    child.expect_exact("--lang en` to answer the rest later.")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
@@ -145,10 +174,8 @@ def test_interrupted_session_keeps_answers_and_resumes(tmp_path):
 
 def test_piped_answers_with_invalid_ones_reasked(tmp_path):
     folder = tmp_path / "piped"
-    answers = "\n".join(["9", "1", "", "mAP", "0.45", "zz", "0.449", "0.30", "", "",
-                         "available", "J6P"]) + "\n"
-    result = subprocess.run([sys.executable, "-m", "qcdoctor", "intake", str(folder), "--lang", "en"],
-                            input=answers, capture_output=True, text=True, timeout=60)
+    result = run_piped(folder, ["9", "1", "", "mAP", "0.45", "zz", "0.449", "0.30",
+                                "available", "J6P"], "--lang", "en")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "Not accepted: choose one of: dataset_eval" in out
@@ -257,10 +284,7 @@ def test_every_topic_a_rule_can_ask_exists_and_every_missing_item_has_questions(
 
 def test_a_new_user_reaches_a_report_in_chinese(tmp_path):
     folder = tmp_path / "zh"
-    answers = "\n".join(["1", "板端掉点", "mAP", "0.446", "", "", "", "0.301",
-                         "0.30"]) + "\n"
-    result = subprocess.run([sys.executable, "-m", "qcdoctor", "intake", str(folder)],
-                            input=answers, capture_output=True, text=True, timeout=60)
+    result = run_piped(folder, ["1", "板端掉点", "mAP", "0.446", "", "", "", "0.301", "0.30"])
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "问题是怎样观察到的？" in out and "qat.pt 的评测结果？" in out
@@ -286,3 +310,253 @@ def test_the_full_report_is_written_but_never_over_a_users_file(tmp_path):
            environ={}, installed={}).run()
     assert (folder / "qcdoctor-report.md").read_text() == "my own notes\n"
     assert "Full report written" not in out.getvalue()
+
+
+# --- issue: no silently wrong answers -------------------------------------------------
+
+CONVERT_J6E = ("schema: qcdoctor/case-v1\nlanguage: en\nevidence: [dataset_eval]\nsymptom: drop\n"
+               "stages:\n  qat_bc: {status: normal}\n  quantized_bc: {status: abnormal}\n"
+               "badcase: available\nplatform: {chip: J6E}\n"
+               "versions: {hbdk4-compiler: 4.4.2, horizon-plugin-pytorch: 3.1.5, "
+               "horizon-plugin-profiler: 3.1.5}\n")
+
+
+def test_multi_choice_enter_with_nothing_ticked_is_none_never_the_highlighted_option(tmp_path):
+    folder = tmp_path / "levels"
+    folder.mkdir()
+    (folder / "case.yaml").write_text(CONVERT_J6E + "retrain: yes\n")
+    child = spawn(folder)
+    child.expect_exact("Which consistency levels were tried already?")
+    # the hint under the prompt names every key that works here, n for none included
+    child.expect_exact("↑↓ or 1-3 move · space tick · n none · Enter confirm (nothing ticked = none)")
+    child.expect_exact("? help · Ctrl-D")
+    child.expect_exact("› 1. [ ] 0")
+    child.send(ENTER)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert case_of(folder)["consistency_levels_tried"] == []                  # not [0]
+
+    # where "none" is not an answer, Enter with nothing ticked says how to pick
+    child = spawn(tmp_path / "evidence", "--lang", "en")
+    child.expect_exact("How was the problem observed?")
+    child.expect_exact("Enter confirm · s skip")
+    child.expect_exact("› 1. [ ] dataset_eval")
+    child.send(ENTER)
+    child.expect_exact("Tick at least one with space or its number, then press Enter.")
+    child.send("2" + ENTER)                                                     # a digit ticks
+    answer_text(child, "Describe the symptom", "")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert case_of(tmp_path / "evidence")["evidence"] == ["reproducible_badcase"]
+
+
+def test_back_inside_the_stage_table_reasks_the_previous_stage_piped(tmp_path):
+    # the issue's own reproduction: '<' at quantized.bc goes back to qat.bc
+    result = run_piped(tmp_path / "X", ["dataset_eval", "sym", "mAP", "0.452", "0.449", "<"],
+                       "--lang", "en")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.count("[5] Result of qat.bc?") == 2 and "> [0.449] " in out
+    assert out.count("Result of quantized.bc?") == 1
+
+
+def test_back_works_across_topics_and_from_menus_in_a_real_terminal(tmp_path):
+    folder = tmp_path / "back"
+    child = spawn(folder, "--lang", "en")
+    answer_menu(child, "How was the problem observed?", SPACE + ENTER)
+    answer_text(child, "Describe the symptom", "drop")
+    answer_text(child, "Which metric", "<")                  # first of a table -> another topic
+    child.expect_exact("[2] Describe the symptom")
+    child.expect_exact("> [drop] ")
+    child.sendline("drop on quantized.bc")
+    child.expect_exact("[3] Which metric")                    # re-asks keep their numbers
+    child.sendline("mAP")
+    answer_text(child, "Result of qat.pt?", "0.45")
+    answer_text(child, "Result of qat.bc?", "0.449")
+    answer_text(child, "Result of quantized.bc?", "0.39")
+    answer_menu(child, "stable, reproducible bad case?", LEFT)    # Left arrow on a menu
+    child.expect_exact("[6] Result of quantized.bc?")
+    child.expect_exact("> [0.39] ")
+    child.sendline("0.38")
+    answer_menu(child, "stable, reproducible bad case?", "\x04")  # Ctrl-D: save and stop
+    child.expect(pexpect.EOF)
+    child.close()
+    case = case_of(folder)
+    assert case["symptom"] == "drop on quantized.bc"
+    assert case["stages"]["quantized_bc"]["value"] == 0.38 and "badcase" not in case
+
+
+@pytest.mark.parametrize("environ, expected", [
+    ({}, "zh"), ({"LANG": "en_US.UTF-8"}, "en"), ({"LANG": "zh_CN.UTF-8"}, "zh"),
+    ({"LANG": "zh_CN.UTF-8", "LC_ALL": "en_GB.UTF-8"}, "en"),
+    ({"LANG": "en_US.UTF-8", "LC_MESSAGES": "zh_TW.UTF-8"}, "zh"),
+    ({"LC_ALL": "", "LANG": "en_US"}, "en"), ({"LANG": "C.UTF-8"}, "zh"),
+    ({"LANG": "POSIX"}, "zh"), ({"LANG": "de_DE.UTF-8"}, "en")])
+def test_language_default_follows_the_locale(environ, expected):
+    from qcdoctor.engine.locale_language import locale_language
+    assert locale_language(environ) == expected
+
+
+def test_answers_file_unknown_key_is_refused_with_a_suggestion(tmp_path):
+    answers = tmp_path / "answers.yaml"
+    answers.write_text("evidence: dataset_eval\nplatfrom.chip: J6E\n")
+    result = run_piped(tmp_path / "c", [], "--answers", str(answers))
+    assert result.returncode == 2
+    assert "'platfrom.chip': unknown question key" in result.stderr
+    assert "did you mean 'platform.chip'?" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "c").exists()                          # checked before anything
+
+
+@pytest.mark.parametrize("line, allowed", [
+    ("platform.chip: J7", "allowed values: J6E, J6M, J6P, J6H, J6B, S100, S100P, S600"),
+    ("consistency_levels_tried: [0, 5]", "allowed values: 0, 1, 2, none"),
+    ("deploy.board.height: 0", "at least 1"),
+    ("stages.board: bad-ish", "give a number, or normal / abnormal / unknown")])
+def test_answers_file_bad_value_is_refused_even_for_a_question_never_asked(tmp_path, line, allowed):
+    # a convert case on J6P: no deployment, consistency or platform question comes up
+    folder = tmp_path / "c"
+    folder.mkdir()
+    (folder / "case.yaml").write_text(CONVERT_J6E.replace("J6E", "J6P"))
+    before = (folder / "case.yaml").read_text()
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(line + "\n")
+    result = run_piped(folder, [], "--answers", str(answers))
+    assert result.returncode == 2, result.stdout
+    assert f"'{line.split(':')[0]}'" in result.stderr and allowed in result.stderr
+    assert (folder / "case.yaml").read_text() == before
+
+
+def test_skipped_items_are_named_at_the_end_never_nothing_open(tmp_path):
+    result = run_piped(tmp_path / "s", ["1", "drop", "", "", "", "", "", ""], "--lang", "en")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Everything the rules need is answered" not in out
+    assert "Still open (not asked again):" in out
+    assert 'you skipped "Which metric evaluates the stages?' in out
+    assert out.index("Still open") < out.index("Conclusion: undetermined")
+
+
+def test_ctrl_c_at_the_first_question_writes_nothing_and_says_so(tmp_path):
+    folder = tmp_path / "new"
+    child = spawn(folder, "--lang", "en")
+    child.expect_exact("How was the problem observed?")
+    child.expect_exact("›")
+    child.sendintr()
+    child.expect_exact("interrupted before any answer; no file was written")
+    child.expect_exact(f"start again with: qcdoctor intake {folder} --lang en")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    assert not (folder / "case.yaml").exists()
+
+
+def test_intake_of_a_file_that_is_not_a_case_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    result = run_piped(tmp_path / "notes.txt", ["1"])
+    assert result.returncode == 2
+    assert "notes.txt: not a case folder nor a case.yaml" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]   # nothing written
+
+
+def test_a_guessed_quantanalysis_comparison_is_asked_with_the_guess_as_default(tmp_path):
+    from .qa.scenarios import cliff_rows
+    from .qa.writers import layer, write_compare
+    folder = tmp_path / "qa"
+    folder.mkdir()
+    (folder / "case.yaml").write_text(CONVERT_J6E.replace("J6E", "J6P"))
+    write_compare(folder / "qa_calib", cliff_rows())          # told by the folder name only
+    hbir = [dict(layer(f"l{i}", 0.9999), base_op_type="hbir.conv [hbir.conv2d]",
+                 analy_op_type="hbir.qconv [hbir.conv2d]") for i in range(3)]
+    write_compare(folder / "horizon_quant_analysis", hbir)     # two HBIR sides: certain
+    result = run_piped(folder, [""])
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Which two models does the QuantAnalysis folder qa_calib compare?" in out
+    assert "> [float vs calib] " in out and "horizon_quant_analysis compare" not in out
+    assert case_of(folder)["analyses_run"] == [
+        {"type": "fake_quant", "baseline": "float", "analysis": "calib", "out_dir": "qa_calib"}]
+
+
+def test_a_dumb_terminal_gets_plain_line_prompts(tmp_path):
+    folder = tmp_path / "dumb"
+    child = spawn(folder, "--lang", "en", term="dumb")
+    child.logfile_read = transcript = __import__("io").StringIO()
+    child.expect_exact("1) dataset_eval - a metric dropped in dataset evaluation")
+    child.expect_exact("Enter: keep default / skip · <: back · ?: help")
+    child.expect_exact("> ")
+    child.sendline("?")
+    child.expect_exact("Example: 1, 3")                                       # help, then again
+    child.expect_exact("> ")
+    child.sendline("1, 3")
+    answer_text(child, "Describe the symptom", "drop")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert "\x1b[" not in transcript.getvalue()                  # no cursor control at all
+    assert case_of(folder)["evidence"] == ["dataset_eval", "multi_frame_visual"]
+
+
+def test_every_question_has_help_and_every_choice_a_meaning_in_both_languages():
+    from qcdoctor.engine.questions import questions_for
+    from qcdoctor.engine.rulebook import question_topics
+    for topic in question_topics():
+        ref = {"stage_result": "stage_result:qat", "qa_comparison": "qa_comparison:qa"}.get(topic, topic)
+        for question in questions_for(ref):
+            for lang in ("zh", "en"):
+                assert question.help_text(lang) != question.why[lang], question.key
+                for choice in question.choices:
+                    assert question.choice_note(choice, lang), (question.key, choice, lang)
+
+
+def test_wrapping_keeps_words_whole_and_counts_wide_characters():
+    from qcdoctor.engine.termtext import display_width, wrap
+    lines = wrap("  The stage is read off the step from the last normal to the first abnormal "
+                 "stage", 30)
+    assert lines[0] == "  The stage is read off the" and all(len(x) <= 30 for x in lines)
+    assert " ".join(x.strip() for x in lines).startswith("The stage is read off the step")
+    zh = wrap("  阶段由最后一个正常阶段到第一个异常阶段的跳变决定，（例如）", 20)
+    assert all(display_width(x) <= 21 for x in zh)            # 1 column of overhang for punctuation
+    assert not any(x.strip().startswith(("，", "）")) for x in zh)
+    assert "".join(x.strip() for x in zh) == "阶段由最后一个正常阶段到第一个异常阶段的跳变决定，（例如）"
+
+
+@pytest.mark.parametrize("symptom, stages, metric", [
+    ("quantized.bc mAP 0.391 vs qat.bc 0.449", {"quantized_bc": 0.391, "qat_bc": 0.449}, "mAP"),
+    ("x86 hbm F1 0.612 and board 0.609, quantized.bc 0.842",
+     {"hbm_x86": 0.612, "board": 0.609, "quantized_bc": 0.842}, "F1"),
+    ("板端 mAP 0.30，x86 仿真 0.443，qat.pt 0.446", {"board": 0.30, "hbm_x86": 0.443, "qat": 0.446}, "mAP"),
+    ("qat.export.pt 0.44, qat.pt 0.45", {"qat_export": 0.44, "qat": 0.45}, None),
+    ("board worse than qat", {}, None)])
+def test_symptom_numbers_become_stage_defaults(symptom, stages, metric):
+    from qcdoctor.engine.symptom_hints import stage_hints
+    assert stage_hints(symptom) == (stages, metric)
+
+
+def test_deployment_answers_the_compile_config_states_are_not_asked(tmp_path):
+    import io
+    folder = tmp_path / "config"
+    folder.mkdir()
+    (folder / "hb_compile.yaml").write_text(
+        "model_parameters: {march: nash-p}\ninput_parameters: {input_type_train: bgr, "
+        "input_type_rt: nv12, input_layout_train: NCHW, input_source: pyramid}\n")
+    (folder / "case.yaml").write_text(
+        "schema: qcdoctor/case-v1\nevidence: [dataset_eval]\nsymptom: hbm bad\n"
+        "platform: {chip: J6P}\nstages:\n  quantized_bc: {status: normal}\n"
+        "  hbm_x86: {status: abnormal}\n  board: {status: abnormal}\n"
+        "deploy: {config: hb_compile.yaml}\n")
+    out = io.StringIO()
+    # no compile script: skipped; then mean, std, height, width, post-processing
+    answers = "\n".join(["", "0", "255", "544", "960", "yes"]) + "\n"
+    Intake(folder, LinePrompter(stdin=io.StringIO(answers), stdout=out), lang="en",
+           environ={}, installed={}).run()
+    text = out.getvalue()
+    for stated in ("Input colour space in training?", "Input layout in training?",
+                   "Input format on the board?", "Where does the board input come from?"):
+        assert f"] {stated}" not in text and f'"{stated}" is known from the files' in text
+    deploy = case_of(folder)["deploy"]
+    assert deploy["train"] == {"color": "bgr", "layout": "NCHW", "mean": [0.0], "std": [255.0]}
+    assert deploy["board"] == {"color": "nv12", "input_source": "pyramid", "height": 544,
+                               "width": 960}
+    assert "input_type_rt" in (folder / "case.yaml").read_text()            # where it was read
