@@ -16,6 +16,8 @@ from qcdoctor import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 FAIL_ON = ("info", "warning", "error", "never")
+# per-case report formats, and jsonl: one JSON report a line for a batch
+REPORT_FORMATS = ("md", "html", "json", "jsonl")
 _NO_ENV_HELP = ("ignore this machine (installed Horizon packages, board variables, a board "
                 "file in the working directory): for a case folder received from someone else")
 
@@ -29,10 +31,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     t = sub.add_parser("triage", help="diagnose a case folder and print the conclusion report")
-    t.add_argument("case", nargs="?", help="case folder (with case.yaml) or a case.yaml")
+    t.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml or a "
+                                           "support bundle; several make a batch")
     t.add_argument("--example", metavar="NAME", help="diagnose a bundled example case")
-    t.add_argument("--format", choices=("md", "html", "json"), default="md")
-    t.add_argument("-o", "--output", metavar="FILE", help="write the report here (atomically)")
+    t.add_argument("--format", choices=REPORT_FORMATS, default="md")
+    t.add_argument("-o", "--output", metavar="FILE",
+                   help="write the report here (atomically); a folder with several cases")
+    _batch_options(t)
     t.add_argument("--lang", choices=("zh", "en"), help="report language (default: the case's, else zh)")
     t.add_argument("--fail-on", choices=FAIL_ON, default="never",
                    help="exit 1 when an item at or above this severity is reported")
@@ -52,10 +57,13 @@ def _parser() -> argparse.ArgumentParser:
     _allow_outside(i)
 
     a = sub.add_parser("audit", help="the deployment checklist of a case, item by item")
-    a.add_argument("case", nargs="?", help="case folder (with case.yaml) or a case.yaml")
+    a.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml or a "
+                                           "support bundle; several make a batch")
     a.add_argument("--example", metavar="NAME", help="audit a bundled example case")
-    a.add_argument("--format", choices=("md", "html", "json"), default="md")
-    a.add_argument("-o", "--output", metavar="FILE", help="write the audit here (atomically)")
+    a.add_argument("--format", choices=REPORT_FORMATS, default="md")
+    a.add_argument("-o", "--output", metavar="FILE",
+                   help="write the audit here (atomically); a folder with several cases")
+    _batch_options(a)
     a.add_argument("--lang", choices=("zh", "en"))
     a.add_argument("--fail-on", choices=FAIL_ON, default="never",
                    help="exit 1 when an item at or above this severity is reported "
@@ -97,6 +105,14 @@ def _parser() -> argparse.ArgumentParser:
     re_.add_argument("rule_id")
     re_.add_argument("--lang", choices=("zh", "en"), default="en")
     return p
+
+
+def _batch_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("-r", "--recursive", action="store_true",
+                         help="also triage every case folder below the folders given")
+    command.add_argument("-j", "--jobs", type=int, metavar="N",
+                         help="cases at a time in a batch, each in a worker process "
+                              "(default: one per core; 1 runs in this process)")
 
 
 def _allow_outside(command: argparse.ArgumentParser) -> None:
@@ -219,12 +235,16 @@ def _emit(text: str, output: str | None, protected: list[Path]) -> None:
 
 def _diagnose_and_emit(args, audit: bool) -> int:
     """triage and audit: a case folder or a bundled example, rendered, then --fail-on."""
+    from .batch_command import is_batch, run_batch_command
+    if is_batch(args):
+        return run_batch_command(args)
+    args.case = args.case[0] if args.case else None
     from .runner import bundled_runner
     bundled_runner().warm()     # the engine worker compiles the rules while the rest loads
     from .diagnose import SEVERITY_RANK, max_severity
     from .errors import QcdoctorError
+    from .outputs import render_output
     from .progress import Progress
-    from .report import render
     from .triage import triage_path
 
     if bool(args.case) == bool(args.example):
@@ -248,7 +268,7 @@ def _diagnose_and_emit(args, audit: bool) -> int:
         report = triage_case(case, case_files=files, **options)
         # never over case.yaml nor any file this run read (script, config, tables, ...)
         protected = [case.file, *sorted(files.read)]
-    _emit(render(report, args.format, audit=audit), args.output, protected)
+    _emit(render_output(report, args.format, audit=audit), args.output, protected)
     if args.fail_on != "never" and max_severity(report) >= SEVERITY_RANK[args.fail_on]:
         return EXIT_FINDINGS
     return EXIT_OK

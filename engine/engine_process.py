@@ -322,3 +322,21 @@ def engine_process() -> EngineProcess:
             _shared = EngineProcess()
             atexit.register(_shared.close)
         return _shared
+
+
+def _forget_parents_worker() -> None:
+    """In a forked child (a batch worker), the inherited worker and its pipe are the
+    parent's: forget them without a word on that pipe, so the child starts its own."""
+    global _shared_lock
+    _shared_lock = threading.Lock()
+    if _shared is not None:
+        worker, _shared._worker = _shared._worker, None
+        _shared._lock = threading.RLock()
+        if worker is not None:
+            try:
+                worker.conn.close()     # our copy of the descriptor only
+            except OSError:
+                pass
+
+
+os.register_at_fork(after_in_child=_forget_parents_worker)

@@ -7,7 +7,8 @@ import time
 
 
 class Progress:
-    def __init__(self, stream=None, every: float = 0.2):
+    def __init__(self, stream=None, every: float = 0.2, verb: str = "comparing"):
+        self.verb = verb
         self.stream = stream or sys.stderr
         self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.every = every
@@ -22,7 +23,7 @@ class Progress:
         self._last = now
         share = done / total if total else 1.0
         bar = "#" * int(share * 30)
-        self.stream.write(f"\rcomparing {label[:40]:<40} [{bar:<30}] {share:6.1%}")
+        self.stream.write(f"\r{self.verb} {label[:40]:<40} [{bar:<30}] {share:6.1%}")
         if done >= total:
             self.stream.write("\n")
         self.stream.flush()

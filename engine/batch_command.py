@@ -1,0 +1,56 @@
+"""``qcdoctor triage|audit PATH... [--recursive] [--jobs N]``: the batch from the command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .errors import QcdoctorError
+
+
+def is_batch(args) -> bool:
+    return len(args.case) > 1 or args.recursive or args.format == "jsonl"
+
+
+def run_batch_command(args) -> int:
+    from .batch import Settings, default_jobs, error_line, find_cases, run_batch, worst_exit
+    from .batch_output import check_output_folder, summary_table, write_outputs
+    from .locale_language import locale_language
+    from .outputs import EXTENSIONS
+    from .progress import Progress
+    from .report import labels
+
+    if args.example:
+        raise QcdoctorError("--example takes no case folders beside it",
+                            fix=f"qcdoctor {args.command} --example NAME, or case folders only")
+    if not args.case:
+        raise QcdoctorError("no case folder given", fix=f"qcdoctor {args.command} CASE_FOLDER...")
+    jobs = default_jobs() if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise QcdoctorError("--jobs takes 1 or more", fix="e.g. --jobs 2 (default: one per core)")
+    jsonl = args.format == "jsonl"
+    folder = Path(args.output) if args.output else None
+    if jsonl and folder:
+        raise QcdoctorError("--format jsonl streams to stdout and takes no -o",
+                            fix="redirect it: qcdoctor triage ... --format jsonl > reports.jsonl")
+    if folder:
+        check_output_folder(folder)
+    lang = args.lang or locale_language()
+    cases = find_cases(args.case, args.recursive)
+    settings = Settings(fmt="jsonl" if jsonl else (args.format if folder else None),
+                        audit=args.command == "audit", lang=args.lang,
+                        trust_pickles=args.trust_pickles, use_env=not args.no_env,
+                        allow_outside=tuple(args.allow_outside), fail_on=args.fail_on)
+    progress = Progress(verb=labels()[lang]["batch"]["progress"])
+    results = []
+    for result in run_batch(cases, settings, jobs, progress):
+        if jsonl:                           # streamed as each case is done, in input order
+            sys.stdout.write(result.text if result.text is not None else error_line(result))
+            sys.stdout.flush()
+            result.text = None
+        results.append(result)
+    if folder:
+        write_outputs(folder, results, EXTENSIONS[args.format], lang, html=args.format == "html")
+    # with jsonl, stdout holds only the reports: the summary goes to stderr
+    (sys.stderr if jsonl else sys.stdout).write(summary_table(results, lang))
+    return worst_exit(results)

@@ -1,0 +1,151 @@
+"""Batch triage: many cases in one run, a broken one never stopping the rest."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import html5lib
+import pytest
+
+from qcdoctor.engine.cli import main
+from qcdoctor.engine.examples import example_path
+
+EXAMPLES = ("board_nv12_deploy", "convert_quant_analysis", "wide_gap")
+BROKEN = "schema: qcdoctor/case-v1\nplatfrom: {chip: J6P}\n"
+
+
+@pytest.fixture
+def queue(tmp_path) -> Path:
+    """cases/: three bundled examples and, second in order, a case.yaml with a typo."""
+    root = tmp_path / "cases"
+    for i, name in enumerate(EXAMPLES):
+        with example_path(name) as source:
+            shutil.copytree(source, root / f"{i * 2}_{name}")
+    (root / "1_broken").mkdir()
+    (root / "1_broken" / "case.yaml").write_text(BROKEN, encoding="utf-8")
+    return root
+
+
+def single_report(folder: Path, capsys) -> dict:
+    assert main(["triage", str(folder), "--format", "json", "--no-env", "--lang", "en"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_broken_case_in_the_middle_is_reported_and_the_rest_triaged(queue, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["triage", str(queue), str(tmp_path / "missing"), "--recursive", "--jobs", "1",
+                 "--no-env", "--format", "json", "-o", str(out), "--lang", "en"])
+    table = capsys.readouterr().out
+    assert code == 2                                    # worst over all cases: an error
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    cases = [Path(row["case"]).name for row in summary["cases"]]
+    assert cases == ["0_board_nv12_deploy", "1_broken", "2_convert_quant_analysis",
+                     "4_wide_gap", "missing"]
+    broken, missing = summary["cases"][1], summary["cases"][4]
+    assert broken["exit"] == 2 and "'platfrom': unknown key" in broken["error"]
+    assert "did you mean 'platform'" in broken["error"] and broken["report"] is None
+    assert missing["exit"] == 2 and "no such file or folder" in missing["error"]
+    for row in (summary["cases"][i] for i in (0, 2, 3)):
+        report = json.loads((out / row["report"]).read_text(encoding="utf-8"))
+        assert report == single_report(Path(row["case"]), capsys)
+        assert row["stage"] == report["conclusion"]["stage"]
+        assert row["exit"] == 0 and row["error"] is None
+    board = summary["cases"][0]
+    assert board["failed"] == ["input_preprocessing", "preprocess_mode"]
+    assert board["first_action"] == "deploy_checklist"
+    lines = table.splitlines()
+    assert lines[0].split()[:3] == ["Case", "Stage", "Determined"]
+    assert "'platfrom': unknown key" in table and "5 cases: 3 clean, 0 at --fail-on, 2 failed" in table
+
+
+def test_exit_code_is_the_worst_fail_on_over_the_cases(queue, tmp_path, capsys):
+    shutil.rmtree(queue / "1_broken")
+    assert main(["triage", str(queue), "-r", "-j", "1", "--no-env"]) == 0
+    assert main(["triage", str(queue), "-r", "-j", "1", "--no-env", "--fail-on", "error",
+                 "--lang", "en"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "3 cases: 1 clean, 2 at --fail-on, 0 failed"
+
+
+def test_worker_processes_give_the_same_results_in_input_order(queue, tmp_path, capsys):
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(["triage", str(queue), "-r", "--jobs", "1", "--no-env", "--format", "md",
+                 "-o", str(one)]) == 2
+    assert main(["triage", str(queue), "-r", "--jobs", "2", "--no-env", "--format", "md",
+                 "-o", str(two)]) == 2
+    first = json.loads((one / "summary.json").read_text(encoding="utf-8"))
+    second = json.loads((two / "summary.json").read_text(encoding="utf-8"))
+    assert first == second
+    for row in first["cases"]:
+        if row["report"]:
+            assert (one / row["report"]).read_text() == (two / row["report"]).read_text()
+
+
+def test_jsonl_streams_one_report_a_line_and_keeps_stdout_clean(queue, capsys):
+    assert main(["triage", str(queue), "-r", "--jobs", "1", "--no-env", "--format", "jsonl",
+                 "--lang", "en"]) == 2
+    captured = capsys.readouterr()
+    lines = [json.loads(line) for line in captured.out.splitlines()]
+    assert [line["schema"] for line in lines] == ["qcdoctor/report-v1", "qcdoctor/batch-error-v1",
+                                                  "qcdoctor/report-v1", "qcdoctor/report-v1"]
+    assert lines[1]["case"].endswith("1_broken") and "platfrom" in lines[1]["error"]
+    assert lines[2]["conclusion"]["stage"] == "convert"
+    assert "4 cases" in captured.err                     # the summary table, on stderr
+
+
+def test_html_index_links_every_report_with_a_stage_histogram(queue, tmp_path, capsys):
+    out = tmp_path / "out"
+    main(["triage", str(queue), "-r", "--jobs", "1", "--no-env", "--format", "html",
+          "-o", str(out), "--lang", "en"])
+    index = (out / "index.html").read_text(encoding="utf-8")
+    tree = html5lib.parse(index, namespaceHTMLElements=False)
+    links = [a.get("href") for a in tree.iter("a")]
+    assert links == ["0_board_nv12_deploy/report.html", "2_convert_quant_analysis/report.html",
+                     "4_wide_gap/report.html"]
+    assert all((out / link).is_file() for link in links)
+    counts = {tr[0].find("code").text: int(tr[1].text)
+              for tr in tree.find("body").find("table").iter("tr")}
+    assert counts == {"user_side": 1, "convert": 1, "undetermined": 1, "error": 1}
+
+
+def test_a_folder_without_case_yaml_needs_recursive(queue, tmp_path, capsys):
+    other = tmp_path / "other"
+    shutil.copytree(queue / "4_wide_gap", other)
+    assert main(["triage", str(queue), str(other), "--no-env", "-j", "1"]) == 2
+    out = capsys.readouterr().out
+    assert "no case.yaml in this folder (add --recursive" in out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["triage", str(empty), "-r", "-j", "1"]) == 2
+    assert "no folder with a case.yaml below it" in capsys.readouterr().out
+
+
+def test_output_folder_with_user_files_is_refused(queue, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    assert main(["triage", str(queue), "-r", "-j", "1", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "this folder holds files a batch did not write" in err and str(out) in err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    fresh = tmp_path / "fresh"
+    assert main(["triage", str(queue), "-r", "-j", "1", "-o", str(fresh)]) == 2
+    assert main(["triage", str(queue), "-r", "-j", "1", "-o", str(fresh)]) == 2   # its own output
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--jobs", "0"], "--jobs takes 1 or more"),
+    (["--format", "jsonl", "-o", "x"], "--format jsonl streams to stdout and takes no -o"),
+    (["--example", "wide_gap"], "--example takes no case folders beside it"),
+])
+def test_bad_batch_options_are_one_clear_error(queue, argv, message, capsys):
+    assert main(["triage", str(queue), str(queue), *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_summary_table_in_chinese(queue, capsys):
+    assert main(["triage", str(queue), "-r", "-j", "1", "--no-env", "--lang", "zh"]) == 2
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:3] == ["案例", "阶段", "已确定"]
+    assert "共 4 个案例：3 个正常，0 个达到 --fail-on，1 个出错" in out
