@@ -17,7 +17,7 @@ from qcdoctor import __version__
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 FAIL_ON = ("info", "warning", "error", "never")
 # per-case report formats, and jsonl: one JSON report a line for a batch
-REPORT_FORMATS = ("md", "html", "json", "jsonl")
+REPORT_FORMATS = ("md", "html", "json", "sarif", "junit", "jsonl")
 _NO_ENV_HELP = ("ignore this machine (installed Horizon packages, board variables, a board "
                 "file in the working directory): for a case folder received from someone else")
 
