@@ -83,6 +83,20 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--format", choices=("md", "json"), default="md")
     cmp.add_argument("--trust-pickles", action="store_true")
 
+    d = sub.add_parser("diff", help="what changed between two reports of a case (before / "
+                                    "after a fix), with a one-line verdict")
+    d.add_argument("old", help="the report before: a JSON report or a case folder")
+    d.add_argument("new", help="the report after: a JSON report or a case folder")
+    d.add_argument("--format", choices=("md", "html", "json"), default="md")
+    d.add_argument("-o", "--output", metavar="FILE", help="write the diff here (atomically)")
+    d.add_argument("--lang", choices=("zh", "en"), help="default: the new report's")
+    d.add_argument("--fail-on", choices=("regression", "never"), default="never",
+                   help="exit 1 when something got worse")
+    d.add_argument("--trust-pickles", action="store_true",
+                   help="allow .pt files that need full unpickling")
+    d.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
+    _allow_outside(d)
+
     sub.add_parser("examples", help="list the bundled example cases")
 
     c = sub.add_parser("collect", help="print the facts gathered for a case")
@@ -355,6 +369,11 @@ def _cmd_compare(args, parser) -> int:
     return EXIT_OK
 
 
+def _cmd_diff(args, parser) -> int:
+    from .diff_command import run_diff_command
+    return run_diff_command(args)
+
+
 def _cmd_examples(args, parser) -> int:
     from .examples import example_names, example_title
     names = example_names()
@@ -396,5 +415,5 @@ def _cmd_rules(args, parser) -> int:
 
 
 _COMMANDS = {"triage": _cmd_triage, "intake": _cmd_intake, "audit": _cmd_audit,
-             "compare": _cmd_compare,
+             "compare": _cmd_compare, "diff": _cmd_diff,
              "examples": _cmd_examples, "collect": _cmd_collect, "rules": _cmd_rules}

@@ -1,0 +1,59 @@
+"""``qcdoctor diff OLD NEW``: each side a report JSON or a case folder, triaged on the fly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .errors import QcdoctorError
+
+REPORT_SCHEMA = "qcdoctor/report-v1"
+_SIDE_FIX = ("give a JSON report (qcdoctor triage CASE --format json -o report.json) or a "
+             "case folder")
+
+
+def load_side(given: str, args) -> dict:
+    """The report of one side: read from JSON, or triaged from a case folder / case.yaml."""
+    path = Path(given)
+    if not path.exists():
+        raise QcdoctorError("no such file or folder", file=given, fix=_SIDE_FIX)
+    if path.is_file() and path.suffix == ".json":
+        return _read_report(path)
+    from qcdoctor.collectors.case_file import load_case
+    from qcdoctor.collectors.files import CaseFiles
+
+    from .triage import triage_case
+    case = load_case(path)
+    return triage_case(case, lang=args.lang, trust_pickles=args.trust_pickles,
+                       use_env=not args.no_env,
+                       case_files=CaseFiles(case.folder, tuple(Path(p) for p in args.allow_outside)))
+
+
+def _read_report(path: Path) -> dict:
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise QcdoctorError(f"not a readable JSON report: {exc}", file=str(path),
+                            fix=_SIDE_FIX) from None
+    if not isinstance(report, dict) or report.get("schema") != REPORT_SCHEMA:
+        raise QcdoctorError(f"not a qcdoctor report (schema {REPORT_SCHEMA} expected)",
+                            file=str(path), fix=_SIDE_FIX)
+    missing = [k for k in ("case", "conclusion", "facts", "checklist", "pitfalls", "missing",
+                           "consistency") if k not in report]
+    if missing:
+        raise QcdoctorError(f"the report lacks {', '.join(missing)}", file=str(path),
+                            fix="write it again with this qcdoctor version: qcdoctor triage "
+                                "CASE --format json -o report.json")
+    return report
+
+
+def run_diff_command(args) -> int:
+    from .diff_report import render_diff
+    from .report_diff import diff_reports
+    old, new = load_side(args.old, args), load_side(args.new, args)
+    diff = diff_reports(old, new)
+    lang = args.lang or new["language"]
+    from .cli import _emit
+    protected = [Path(p) for p in (args.old, args.new)]
+    _emit(render_diff(diff, args.format, lang), args.output, protected)
+    return 1 if args.fail_on == "regression" and diff["regressions"] else 0
