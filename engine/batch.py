@@ -17,6 +17,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .bundle import is_bundle
 from .errors import QcdoctorError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -99,10 +100,6 @@ def _case_folders(root: Path) -> list[Path]:
             cases.append(folder)
             dirs[:] = []
     return cases
-
-
-def is_bundle(path: Path) -> bool:
-    return path.name.endswith((".tar.gz", ".tgz"))
 
 
 def triage_one(case: CaseInput, settings: Settings) -> CaseResult:

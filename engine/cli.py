@@ -97,6 +97,18 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
     _allow_outside(d)
 
+    pk = sub.add_parser("pack", help="a support bundle: report, case.yaml, the files read and "
+                                     "the artifacts to keep, with a manifest")
+    pk.add_argument("case", help="case folder (with case.yaml) or a case.yaml")
+    pk.add_argument("-o", "--output", metavar="BUNDLE", required=True,
+                    help="the .tar.gz to write (never over an existing file)")
+    pk.add_argument("--max-file-size", metavar="SIZE", type=_size, default="200M",
+                    help="larger files are listed in the manifest as left out (default 200M)")
+    pk.add_argument("--lang", choices=("zh", "en"), help="report language (default: the case's)")
+    pk.add_argument("--trust-pickles", action="store_true",
+                    help="allow .pt files that need full unpickling")
+    pk.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
+
     sub.add_parser("examples", help="list the bundled example cases")
 
     c = sub.add_parser("collect", help="print the facts gathered for a case")
@@ -127,6 +139,11 @@ def _batch_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("-j", "--jobs", type=int, metavar="N",
                          help="cases at a time in a batch, each in a worker process "
                               "(default: one per core; 1 runs in this process)")
+
+
+def _size(text: str) -> int:
+    from .pack import parse_size
+    return parse_size(text)
 
 
 def _allow_outside(command: argparse.ArgumentParser) -> None:
@@ -250,6 +267,7 @@ def _emit(text: str, output: str | None, protected: list[Path]) -> None:
 def _diagnose_and_emit(args, audit: bool) -> int:
     """triage and audit: a case folder or a bundled example, rendered, then --fail-on."""
     from .batch_command import is_batch, run_batch_command
+    from .bundle import is_bundle
     if is_batch(args):
         return run_batch_command(args)
     args.case = args.case[0] if args.case else None
@@ -273,6 +291,12 @@ def _diagnose_and_emit(args, audit: bool) -> int:
             report = triage_path(path, display_path=f"example:{args.example}",
                                  case_files=_case_files(path, args), **options)
         protected = []
+    elif is_bundle(Path(args.case)):
+        from .bundle import opened_bundle
+        with opened_bundle(Path(args.case)) as path:
+            report = triage_path(path, display_path=args.case,
+                                 case_files=_case_files(path, args), **options)
+        protected = [Path(args.case)]
     else:
         from qcdoctor.collectors.case_file import load_case
 
@@ -374,6 +398,11 @@ def _cmd_diff(args, parser) -> int:
     return run_diff_command(args)
 
 
+def _cmd_pack(args, parser) -> int:
+    from .pack import run_pack_command
+    return run_pack_command(args)
+
+
 def _cmd_examples(args, parser) -> int:
     from .examples import example_names, example_title
     names = example_names()
@@ -415,5 +444,5 @@ def _cmd_rules(args, parser) -> int:
 
 
 _COMMANDS = {"triage": _cmd_triage, "intake": _cmd_intake, "audit": _cmd_audit,
-             "compare": _cmd_compare, "diff": _cmd_diff,
+             "compare": _cmd_compare, "diff": _cmd_diff, "pack": _cmd_pack,
              "examples": _cmd_examples, "collect": _cmd_collect, "rules": _cmd_rules}
