@@ -31,8 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     t = sub.add_parser("triage", help="diagnose a case folder and print the conclusion report")
-    t.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml or a "
-                                           "support bundle; several make a batch")
+    _complete(t.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml "
+                                                     "or a support bundle; several make a batch"),
+              _FILES)
     t.add_argument("--example", metavar="NAME", help="diagnose a bundled example case")
     t.add_argument("--format", choices=REPORT_FORMATS, default="md")
     t.add_argument("-o", "--output", metavar="FILE",
@@ -48,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     _allow_outside(t)
 
     i = sub.add_parser("intake", help="guided questions that build CASE/case.yaml")
-    i.add_argument("case", nargs="?", default=".", help="case folder (default: here)")
+    _complete(i.add_argument("case", nargs="?", default=".", help="case folder (default: here)"),
+              _FOLDERS)
     i.add_argument("--lang", choices=("zh", "en"),
                    help="question language (default: the case's, else the locale's: "
                         "LC_ALL / LC_MESSAGES / LANG, zh when they name no language)")
@@ -57,8 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     _allow_outside(i)
 
     a = sub.add_parser("audit", help="the deployment checklist of a case, item by item")
-    a.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml or a "
-                                           "support bundle; several make a batch")
+    _complete(a.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml "
+                                                     "or a support bundle; several make a batch"),
+              _FILES)
     a.add_argument("--example", metavar="NAME", help="audit a bundled example case")
     a.add_argument("--format", choices=REPORT_FORMATS, default="md")
     a.add_argument("-o", "--output", metavar="FILE",
@@ -85,8 +88,10 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("diff", help="what changed between two reports of a case (before / "
                                     "after a fix), with a one-line verdict")
-    d.add_argument("old", help="the report before: a JSON report or a case folder")
-    d.add_argument("new", help="the report after: a JSON report or a case folder")
+    _complete(d.add_argument("old", help="the report before: a JSON report, a case folder or "
+                                         "a bundle"), _FILES)
+    _complete(d.add_argument("new", help="the report after: a JSON report, a case folder or "
+                                         "a bundle"), _FILES)
     d.add_argument("--format", choices=("md", "html", "json"), default="md")
     d.add_argument("-o", "--output", metavar="FILE", help="write the diff here (atomically)")
     d.add_argument("--lang", choices=("zh", "en"), help="default: the new report's")
@@ -99,7 +104,8 @@ def _parser() -> argparse.ArgumentParser:
 
     pk = sub.add_parser("pack", help="a support bundle: report, case.yaml, the files read and "
                                      "the artifacts to keep, with a manifest")
-    pk.add_argument("case", help="case folder (with case.yaml) or a case.yaml")
+    _complete(pk.add_argument("case", help="case folder (with case.yaml) or a case.yaml"),
+              _FOLDERS)
     pk.add_argument("-o", "--output", metavar="BUNDLE", required=True,
                     help="the .tar.gz to write (never over an existing file)")
     pk.add_argument("--max-file-size", metavar="SIZE", type=_size, default="200M",
@@ -109,7 +115,16 @@ def _parser() -> argparse.ArgumentParser:
                     help="allow .pt files that need full unpickling")
     pk.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
 
-    sub.add_parser("examples", help="list the bundled example cases")
+    ex = sub.add_parser("examples", help="list the bundled example cases, or copy one")
+    ex.add_argument("--copy", nargs=2, metavar=("NAME", "DIR"),
+                    help="copy the example NAME into DIR (new or empty) to start a case from")
+
+    sc = sub.add_parser("schema", help="the JSON Schema of case.yaml (case-v1) or of the "
+                                       "JSON report (report-v1)")
+    sc.add_argument("which", choices=("case", "report"))
+
+    co = sub.add_parser("completion", help="print the shell completion script")
+    co.add_argument("shell", choices=("bash", "zsh"))
 
     c = sub.add_parser("collect", help="print the facts gathered for a case")
     c.add_argument("case")
@@ -139,6 +154,17 @@ def _batch_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("-j", "--jobs", type=int, metavar="N",
                          help="cases at a time in a batch, each in a worker process "
                               "(default: one per core; 1 runs in this process)")
+
+
+# what shell completion offers for a path argument (read by shtab, which is imported only
+# by the completion command): these are its own completion functions
+_FILES = {"bash": "_shtab_compgen_files", "zsh": "_files"}
+_FOLDERS = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/"}
+
+
+def _complete(action: argparse.Action, paths: dict) -> argparse.Action:
+    action.complete = paths
+    return action
 
 
 def _size(text: str) -> int:
@@ -403,8 +429,23 @@ def _cmd_pack(args, parser) -> int:
     return run_pack_command(args)
 
 
+def _cmd_schema(args, parser) -> int:
+    from .schemas import render_schema
+    sys.stdout.write(render_schema(args.which))
+    return EXIT_OK
+
+
+def _cmd_completion(args, parser) -> int:
+    import shtab
+    sys.stdout.write(shtab.complete(parser, shell=args.shell))
+    return EXIT_OK
+
+
 def _cmd_examples(args, parser) -> int:
-    from .examples import example_names, example_title
+    from .examples import copy_example, example_names, example_title
+    if args.copy:
+        copy_example(*args.copy)
+        return EXIT_OK
     names = example_names()
     width = max(map(len, names), default=0)
     for name in names:
@@ -445,4 +486,5 @@ def _cmd_rules(args, parser) -> int:
 
 _COMMANDS = {"triage": _cmd_triage, "intake": _cmd_intake, "audit": _cmd_audit,
              "compare": _cmd_compare, "diff": _cmd_diff, "pack": _cmd_pack,
+             "schema": _cmd_schema, "completion": _cmd_completion,
              "examples": _cmd_examples, "collect": _cmd_collect, "rules": _cmd_rules}

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from .errors import QcdoctorError
 
-REPORT_SCHEMA = "qcdoctor/report-v1"
 _SIDE_FIX = ("give a JSON report (qcdoctor triage CASE --format json -o report.json), a "
              "case folder or a support bundle")
 
@@ -43,15 +42,8 @@ def _read_report(path: Path) -> dict:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise QcdoctorError(f"not a readable JSON report: {exc}", file=str(path),
                             fix=_SIDE_FIX) from None
-    if not isinstance(report, dict) or report.get("schema") != REPORT_SCHEMA:
-        raise QcdoctorError(f"not a qcdoctor report (schema {REPORT_SCHEMA} expected)",
-                            file=str(path), fix=_SIDE_FIX)
-    missing = [k for k in ("case", "conclusion", "facts", "checklist", "pitfalls", "missing",
-                           "consistency") if k not in report]
-    if missing:
-        raise QcdoctorError(f"the report lacks {', '.join(missing)}", file=str(path),
-                            fix="write it again with this qcdoctor version: qcdoctor triage "
-                                "CASE --format json -o report.json")
+    from .report_schema import check_report
+    check_report(report, str(path))
     return report
 
 

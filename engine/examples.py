@@ -35,3 +35,18 @@ def example_path(name: str):
                             fix=f"choose one of: {', '.join(example_names())}")
     with resources.as_file(_root() / name) as path:
         yield Path(path)
+
+
+def copy_example(name: str, folder: str) -> Path:
+    """The example copied into ``folder`` (created, or empty): a case to start from."""
+    import shutil
+    target = Path(folder)
+    if target.exists() and not target.is_dir():
+        raise QcdoctorError("not a folder", file=folder, fix="give a new folder to copy into")
+    if target.is_dir() and any(target.iterdir()):
+        raise QcdoctorError("this folder is not empty: nothing is copied over your files",
+                            file=folder, fix=f"give a new folder, e.g. {target / name}")
+    with example_path(name) as source:
+        shutil.copytree(source, target, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return target

@@ -123,7 +123,7 @@ def test_html_and_chinese(quant, tmp_path, capsys):
     (None, "no such file or folder"),
     ("{not json", "not a readable JSON report"),
     ('{"schema": "other"}', "not a qcdoctor report (schema qcdoctor/report-v1 expected)"),
-    ('{"schema": "qcdoctor/report-v1"}', "the report lacks case, conclusion"),
+    ('{"schema": "qcdoctor/report-v1"}', "the report lacks case, language, conclusion"),
 ])
 def test_bad_side_is_one_clear_error(quant, tmp_path, content, message, capsys):
     side = tmp_path / "old.json"
