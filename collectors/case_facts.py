@@ -17,6 +17,7 @@ from .files import CaseFiles
 from .platform import platform_fact
 from .quant_analysis import collect_quant_analysis
 from .stages import derive_stage_facts
+from .threshold_settings import resolve as resolve_thresholds
 from .versions import version_fact
 
 SUFFICIENT_EVIDENCE = ("dataset_eval", "reproducible_badcase", "multi_frame_visual")
@@ -140,7 +141,7 @@ def analysis_facts(case: Case) -> list[dict]:
 def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,
                   installed: dict | None = None, trust_pickles: bool = False,
                   progress=None, use_env: bool = True,
-                  files: CaseFiles | None = None) -> list[dict]:
+                  files: CaseFiles | None = None, thresholds=None) -> list[dict]:
     """Every fact of a case; ``environ``/``installed`` are injectable for tests.
 
     ``use_env=False`` (``--no-env``): nothing from this machine, only the case folder.
@@ -151,6 +152,7 @@ def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,
     if not use_env:
         installed = {}
     files = files or CaseFiles(case.folder)
+    thresholds = thresholds or resolve_thresholds(case, use_env)[0]
     board = detect_march(case.folder, cwd, environ, use_env, files)   # the board's march
     platform = platform_facts(case, board)
     with warnings.catch_warnings():
@@ -158,7 +160,7 @@ def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,
         # (non-finite values are skipped or reported); numpy's warnings are noise here
         warnings.simplefilter("ignore", RuntimeWarning)
         dumps = collect_dumps(case, trust_pickles, progress, files)
-        artifacts = (collect_quant_analysis(case, trust_pickles, files=files)
+        artifacts = (collect_quant_analysis(case, trust_pickles, thresholds, files)
                      + collect_deploy(case, platform[0], board, files) + dumps)
     # dumps of the same input stand in for missing stage results (knowledge.md §5 rev 2)
     dump_pairs = [f for f in dumps if f["type"] == "dump_pair"]

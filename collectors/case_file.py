@@ -18,6 +18,7 @@ from qcdoctor.engine.fact_types import (
 )
 
 from . import limits
+from .threshold_settings import threshold_specs
 from .yaml_schema import Choice, Flag, ListOf, Mapping, Number, Text, Version, load_document
 
 SCHEMA_ID = "qcdoctor/case-v1"
@@ -76,6 +77,8 @@ CASE_SCHEMA = Mapping({
         "script": Text(),
         "config": Text(),
     }),
+    # QuantAnalysis reading thresholds (knowledge.md §8); see threshold_settings
+    "thresholds": Mapping(threshold_specs()),
     "artifacts": Mapping({
         "quant_analysis": ListOf(Text(), scalar_ok=True),
         "model_check_result": Text(),

@@ -198,10 +198,18 @@ def view_model(report: dict) -> dict:
         "badcase": id_words(case.get("badcase", "unknown"), lang),
         "evidence_kinds": L["list"].join(kinds) or L["not_given"],
         "checks": checks, "fixes_applied": fixes, "qa_summary": qa, "qa_folders": folders,
-        "thresholds": ", ".join(f"{k}={v:g}" for k, v in report.get("thresholds", {}).items()),
+        "thresholds": _thresholds_line(report, lang),
         "consistency_line": _consistency_line(report, L),
         "rules_fired": list(dict.fromkeys(t["rule"] for t in report["trace"])),
     }
+
+
+def _thresholds_line(report: dict, lang: str) -> str:
+    """name=value, with where it came from when not the default."""
+    sources = report.get("threshold_sources", {})
+    return ", ".join(f"{k}={v:g}" + (f" ({source_text(sources[k], lang)})"
+                                     if sources.get(k, "default") != "default" else "")
+                     for k, v in report.get("thresholds", {}).items())
 
 
 def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:

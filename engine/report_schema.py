@@ -62,6 +62,7 @@ REPORT_SPEC = Mapping({
     "trace": ListOf(Mapping({"rule": Text(), "facts": ListOf(_FACT),
                              "produced": Mapping(values=Anything())})),
     "thresholds": Mapping(values=Number()),
+    "threshold_sources": Mapping(values=Text()),
 })
 REQUIRED = ("schema", "case", "language", "conclusion", "missing", "next_actions",
             "consistency", "findings", "checklist", "pitfalls", "artifacts", "facts")

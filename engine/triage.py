@@ -7,6 +7,7 @@ from pathlib import Path
 from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.collectors.case_file import Case, load_case
 from qcdoctor.collectors.files import CaseFiles, list_case_files
+from qcdoctor.collectors.threshold_settings import resolve as resolve_thresholds
 
 from .diagnose import build_report, bundled_runner, run_rules
 from .runner import EngineFailure, RuleRunner
@@ -37,9 +38,10 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
     what was read, so callers can protect those files."""
     runner = runner or bundled_runner()
     runner.warm()           # the engine worker starts while the facts are collected
+    thresholds, threshold_sources = resolve_thresholds(case, use_env)
     facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
                           trust_pickles=trust_pickles, progress=progress, use_env=use_env,
-                          files=case_files or CaseFiles(case.folder))
+                          files=case_files or CaseFiles(case.folder), thresholds=thresholds)
     try:
         hits = run_rules(facts, runner)
     except EngineFailure as failure:
@@ -47,9 +49,13 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
         raise
     lang = lang or case.get("language", "zh")
     info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
-    return build_report(facts, hits, lang=lang, case_info=info,
-                        case_context=case_context(case, facts),
-                        files=list_case_files(case.folder), full_checklist=full_checklist)
+    report = build_report(facts, hits, lang=lang, case_info=info,
+                          case_context=case_context(case, facts),
+                          files=list_case_files(case.folder), full_checklist=full_checklist)
+    if "thresholds" in report:          # the values this case was read with, and from where
+        report["thresholds"] = thresholds.as_dict()
+        report["threshold_sources"] = threshold_sources
+    return report
 
 
 def triage_path(path: str | Path, **kwargs) -> dict:
