@@ -15,12 +15,12 @@ import os
 import re
 import stat
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 
 from qcdoctor import __version__
 
+from .atomic import replaced_atomically
 from .bundle import CASE_DIR, MANIFEST, MANIFEST_SCHEMA, REPORT_DIR
 from .errors import QcdoctorError
 
@@ -97,39 +97,31 @@ def pack_case(case_path: str, output: Path, *, max_file_size: int = DEFAULT_MAX_
     report = triage_case(case, case_files=files, lang=lang, use_env=use_env,
                          trust_pickles=trust_pickles)
     kept, left_out = [], []
-    handle, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
-        with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as archive:
-            for name, text in (("report.md", render(report, "md")),
-                               ("report.json", render(report, "json"))):
-                kept.append(_add_bytes(archive, f"{REPORT_DIR}/{name}", text.encode("utf-8"),
-                                       "the conclusion report"))
-            for rel, why in sorted(candidates(report, case.folder, files.read).items()):
-                entry = _add_file(archive, case.folder, rel, why, files, max_file_size)
-                (kept if "sha256" in entry else left_out).append(entry)
-            # then links out of the case and what else the triage refused, each listed once
-            extra = [(f"{CASE_DIR}/{rel}", "found in the case", "refused: a symlink leading "
-                      "out of the case folder (never followed)")
-                     for rel in escaping_links(case.folder, files)]
-            extra += [(f"{CASE_DIR}/{p['file']}", "named by the case", p["problem"])
-                      for p in files.problem_facts()]
-            for name, why, reason in extra:
-                if name not in {e["path"] for e in left_out}:
-                    left_out.append({"path": name, "why": why, "reason": reason})
-            manifest = {"schema": MANIFEST_SCHEMA,
-                        "tool": {"name": "qcdoctor", "version": __version__},
-                        "case": report["case"], "language": report["language"],
-                        "max_file_size": max_file_size,
-                        "files": kept, "left_out": left_out}
-            _add_bytes(archive, MANIFEST, (json.dumps(manifest, ensure_ascii=False, indent=2)
-                                           + "\n").encode("utf-8"), "")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, output)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with replaced_atomically(output) as tmp, \
+            tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as archive:
+        for name, text in (("report.md", render(report, "md")),
+                           ("report.json", render(report, "json"))):
+            kept.append(_add_bytes(archive, f"{REPORT_DIR}/{name}", text.encode("utf-8"),
+                                   "the conclusion report"))
+        for rel, why in sorted(candidates(report, case.folder, files.read).items()):
+            entry = _add_file(archive, case.folder, rel, why, files, max_file_size)
+            (kept if "sha256" in entry else left_out).append(entry)
+        # then links out of the case and what else the triage refused, each listed once
+        extra = [(f"{CASE_DIR}/{rel}", "found in the case", "refused: a symlink leading "
+                  "out of the case folder (never followed)")
+                 for rel in escaping_links(case.folder, files)]
+        extra += [(f"{CASE_DIR}/{p['file']}", "named by the case", p["problem"])
+                  for p in files.problem_facts()]
+        for name, why, reason in extra:
+            if name not in {e["path"] for e in left_out}:
+                left_out.append({"path": name, "why": why, "reason": reason})
+        manifest = {"schema": MANIFEST_SCHEMA,
+                    "tool": {"name": "qcdoctor", "version": __version__},
+                    "case": report["case"], "language": report["language"],
+                    "max_file_size": max_file_size,
+                    "files": kept, "left_out": left_out}
+        _add_bytes(archive, MANIFEST, (json.dumps(manifest, ensure_ascii=False, indent=2)
+                                       + "\n").encode("utf-8"), "")
     return manifest
 
 
