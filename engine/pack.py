@@ -53,16 +53,16 @@ class _Hashing(io.RawIOBase):
         return count
 
 
-def candidates(report: dict, folder: Path, read: set[Path]) -> dict[str, str]:
-    """Relative path -> why it goes into the bundle."""
+def candidates(report: dict, folder: Path, read: set[Path], words: dict) -> dict[str, str]:
+    """Relative path -> why it goes into the bundle (in the report's language)."""
     root = Path(os.path.realpath(folder))
-    wanted = {"case.yaml": "the case file"}
+    wanted = {"case.yaml": words["why_case"]}
     for resolved in sorted(read):
         if resolved.is_relative_to(root):
-            wanted.setdefault(resolved.relative_to(root).as_posix(), "read by the triage")
+            wanted.setdefault(resolved.relative_to(root).as_posix(), words["why_read"])
     for item in report["artifacts"]["keep"]:
         if item["present"] and item["path"]:
-            wanted[item["path"]] = f"artifact to keep: {item['name']}"
+            wanted[item["path"]] = words["why_keep"].format(name=item["name"])
     return wanted
 
 
@@ -85,7 +85,7 @@ def pack_case(case_path: str, output: Path, *, max_file_size: int = DEFAULT_MAX_
     from qcdoctor.collectors.case_file import load_case
     from qcdoctor.collectors.files import CaseFiles
 
-    from .report import render
+    from .report import labels, render
     from .triage import triage_case
 
     case = load_case(case_path)
@@ -96,21 +96,21 @@ def pack_case(case_path: str, output: Path, *, max_file_size: int = DEFAULT_MAX_
     files = CaseFiles(case.folder)
     report = triage_case(case, case_files=files, lang=lang, use_env=use_env,
                          trust_pickles=trust_pickles)
+    words = labels()[report["language"]]["pack"]
     kept, left_out = [], []
     with replaced_atomically(output) as tmp, \
             tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as archive:
         for name, text in (("report.md", render(report, "md")),
                            ("report.json", render(report, "json"))):
             kept.append(_add_bytes(archive, f"{REPORT_DIR}/{name}", text.encode("utf-8"),
-                                   "the conclusion report"))
-        for rel, why in sorted(candidates(report, case.folder, files.read).items()):
-            entry = _add_file(archive, case.folder, rel, why, files, max_file_size)
+                                   words["why_report"]))
+        for rel, why in sorted(candidates(report, case.folder, files.read, words).items()):
+            entry = _add_file(archive, case.folder, rel, why, files, max_file_size, words)
             (kept if "sha256" in entry else left_out).append(entry)
         # then links out of the case and what else the triage refused, each listed once
-        extra = [(f"{CASE_DIR}/{rel}", "found in the case", "refused: a symlink leading "
-                  "out of the case folder (never followed)")
+        extra = [(f"{CASE_DIR}/{rel}", words["why_found"], words["out_link"])
                  for rel in escaping_links(case.folder, files)]
-        extra += [(f"{CASE_DIR}/{p['file']}", "named by the case", p["problem"])
+        extra += [(f"{CASE_DIR}/{p['file']}", words["why_named"], p["problem"])
                   for p in files.problem_facts()]
         for name, why, reason in extra:
             if name not in {e["path"] for e in left_out}:
@@ -150,22 +150,23 @@ def _add_bytes(archive, name: str, data: bytes, why: str) -> dict:
             "why": why}
 
 
-def _add_file(archive, folder: Path, rel: str, why: str, files, limit: int) -> dict:
+def _add_file(archive, folder: Path, rel: str, why: str, files, limit: int,
+              words: dict) -> dict:
     """The file added (path, size, sha256, why), or why it was left out (path, why, reason)."""
     name = f"{CASE_DIR}/{rel}"
     path = folder / rel
     if not files.inside(path):
-        return {"path": name, "why": why,
-                "reason": "refused: it leads out of the case folder (never followed)"}
+        return {"path": name, "why": why, "reason": words["out_leaves"]}
     try:
         info = os.stat(path)
     except OSError as exc:
-        return {"path": name, "why": why, "reason": f"cannot read it: {exc.strerror}"}
+        return {"path": name, "why": why,
+                "reason": words["out_unreadable"].format(error=exc.strerror)}
     if not stat.S_ISREG(info.st_mode):
-        return {"path": name, "why": why, "reason": "not a regular file"}
+        return {"path": name, "why": why, "reason": words["out_not_regular"]}
     if info.st_size > limit:
         return {"path": name, "size": info.st_size, "why": why,
-                "reason": f"{info.st_size} bytes, over --max-file-size ({limit} bytes)"}
+                "reason": words["out_size"].format(size=info.st_size, limit=limit)}
     with open(path, "rb") as handle:
         hashing = _Hashing(handle)
         archive.addfile(_tar_info(name, info.st_size, info.st_mtime), hashing)
