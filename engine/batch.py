@@ -174,10 +174,37 @@ def run_batch(cases: list[CaseInput], settings: Settings, jobs: int = 1,
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     # chunks keep the hand-over cheap; small enough that both workers stay busy to the end
     chunk = max(1, min(16, len(cases) // (jobs * 8)))
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method),
-                             initializer=_start_worker) as pool:
-        yield from _counted(pool.map(triage_one, cases, repeat(settings), chunksize=chunk),
-                            cases, progress)
+    before = set(multiprocessing.active_children())     # e.g. this process's engine worker
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method),
+                               initializer=_start_worker)
+    # submitted by hand, not with pool.map: map cancels what is left when it is closed,
+    # and the pool's own thread then fails on the cancelled futures of stopped workers
+    futures = [pool.submit(_triage_chunk, cases[i:i + chunk], settings)
+               for i in range(0, len(cases), chunk)]
+    try:
+        yield from _counted((r for f in futures for r in f.result()), cases, progress)
+    except BaseException:
+        # Ctrl-C, or a consumer that stops early: the cases under way are not waited for
+        # (the pool would join workers still busy, or blocked handing in results)
+        pool.shutdown(wait=False)
+        _end(set(multiprocessing.active_children()) - before)
+        raise
+    pool.shutdown()
+
+
+def _triage_chunk(cases: list[CaseInput], settings: Settings) -> list[CaseResult]:
+    return [triage_one(case, settings) for case in cases]
+
+
+def _end(workers) -> None:
+    """Ask the workers to stop (they stop their engine workers), then make sure."""
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(timeout=3)
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
 
 
 def _counted(results, cases, progress) -> Iterator[CaseResult]:
@@ -189,13 +216,35 @@ def _counted(results, cases, progress) -> Iterator[CaseResult]:
 
 def _start_worker() -> None:
     """A batch worker process: its own engine worker, compiling while the first case loads,
-    and stopped (its log file removed) when the pool ends."""
+    and stopped (its log file removed) when the pool ends or the parent is gone."""
+    import signal
+    import threading
     from multiprocessing.util import Finalize
 
     from .engine_process import engine_process
     from .runner import bundled_runner
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, _stop)
     bundled_runner().warm()
     Finalize(None, engine_process().close, exitpriority=10)
+    threading.Thread(target=_leave_with_parent, args=(os.getppid(),), daemon=True,
+                     name="qcdoctor-batch-watch").start()
+
+
+def _stop(signum=None, frame=None) -> None:
+    """Leave now, stopping this worker's engine worker (and removing its log) first."""
+    from .engine_process import engine_process
+    engine_process().close()
+    os._exit(1)
+
+
+def _leave_with_parent(parent: int) -> None:
+    """An idle worker waits on the task queue forever, even once the parent is gone
+    (interrupted, killed): it leaves as soon as it sees that, stopping its engine worker."""
+    import time
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    _stop()
 
 
 def default_jobs() -> int:

@@ -149,3 +149,34 @@ def test_summary_table_in_chinese(queue, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:3] == ["案例", "阶段", "已确定"]
     assert "共 4 个案例：3 个正常，0 个达到 --fail-on，1 个出错" in out
+
+
+def test_stopping_early_leaves_no_worker_behind(queue):
+    """Ctrl-C or a consumer that stops: the workers are ended, not waited for."""
+    import multiprocessing
+
+    from qcdoctor.engine.batch import Settings, find_cases, run_batch
+    before = set(multiprocessing.active_children())
+    cases = find_cases([str(queue)] * 20, recursive=True)            # 80 cases
+    results = run_batch(cases, Settings(use_env=False), jobs=2)
+    assert next(results).case == cases[0].path
+    workers = set(multiprocessing.active_children()) - before
+    assert len(workers) == 2
+    results.close()
+    # the pool's own thread may reap them first, so ask the system, not the Process objects
+    assert [w.pid for w in workers if running(w.pid, within=10.0)] == []
+
+
+def running(pid: int, within: float) -> bool:
+    """Whether ``pid`` still runs (a zombie does not) after waiting up to ``within`` s."""
+    import time
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        if state in ("Z", "X"):
+            return False
+        time.sleep(0.05)
+    return True
