@@ -17,11 +17,12 @@ from itertools import repeat
 from pathlib import Path
 from typing import Callable, Iterator
 
+from qcdoctor.collectors.case_file import CASE_FILE
+
 from .bundle import is_bundle
 from .errors import QcdoctorError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-CASE_FILE = "case.yaml"
 ERROR_SCHEMA = "qcdoctor/batch-error-v1"
 
 
