@@ -33,6 +33,7 @@ from qcdoctor.collectors.case_file import parse_case  # noqa: E402
 from qcdoctor.engine import jsonfmt  # noqa: E402
 from qcdoctor.engine.durable_host import QuietHost  # noqa: E402
 from qcdoctor.engine.engine_process import EngineProcess  # noqa: E402
+from qcdoctor.engine.fact_types import USUAL_TYPES  # noqa: E402
 from qcdoctor.engine.patterns import to_durable  # noqa: E402
 from qcdoctor.engine.rulebook import load_rules  # noqa: E402
 from qcdoctor.engine.runner import _GATE, RuleRunner, _unique, engine_fact  # noqa: E402
@@ -74,7 +75,8 @@ def main() -> int:
     # baseline, last (its states stay in this process): the same matches on a host here
     host = QuietHost()
     for s in strata:
-        host.register(f"s{s}", {r.id: to_durable(r.when) for r in rules if r.stratum == s})
+        host.register(f"s{s}", {r.id: to_durable(r.when) for r in rules if r.stratum == s},
+                      USUAL_TYPES)
     start = time.perf_counter()
     for request in requests:
         for s in strata:

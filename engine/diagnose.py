@@ -6,9 +6,9 @@ The Diagnosis is a plain dict in the shape of the JSON report (schema
 
 from __future__ import annotations
 
-from fnmatch import fnmatch
-from functools import partial
-from pathlib import Path
+import fnmatch
+import re
+from functools import lru_cache, partial
 
 from qcdoctor import __version__
 
@@ -97,9 +97,14 @@ DERIVED = {"conclusion": _conclusion_facts, "checklist": _checklist_facts}
 def run_rules(facts: list[dict], runner: RuleRunner | None = None) -> list[Hit]:
     """Hits of every rule; each derived fact kind is fed back once all its producers ran."""
     runner = runner or bundled_runner()
-    last = {kind: max((r.stratum for r in runner.rules if kind in r.then), default=-1)
+    return runner.run(facts, partial(derived_facts, _last_producers(runner)))
+
+
+@lru_cache(maxsize=16)
+def _last_producers(runner: RuleRunner) -> dict[str, int]:
+    """Derived fact kind -> the last stratum holding a rule that produces it."""
+    return {kind: max((r.stratum for r in runner.rules if kind in r.then), default=-1)
             for kind in DERIVED}
-    return runner.run(facts, partial(derived_facts, last))
 
 
 def derived_facts(last: dict[str, int], stratum: int, hits_so_far: list[Hit]) -> list[dict]:
@@ -147,8 +152,11 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
     }
     if conclusion:
         report["facts"] = facts + [conclusion]
-    # bound facts come back from the engine without provenance: look it up
-    with_source = {canonical(engine_fact(f)): f for f in report["facts"]}
+    # bound facts come back from the engine without provenance: look it up (among the
+    # facts of the types bound at all: converting every fact costs more than the rest)
+    bound_types = {f["type"] for hit in hits for f in hit.facts.values()}
+    with_source = {canonical(engine_fact(f)): f for f in report["facts"]
+                   if f["type"] in bound_types}
     winner = conclusion["source"].split()[-1] if conclusion else None
     seen: dict[str, set] = {}
     judged: dict[str, list[dict]] = {}
@@ -264,10 +272,18 @@ def _action(rule: Rule, action: dict, message: str, case_context: dict) -> dict:
 def _present(patterns: list[str], files: list[str]) -> str | None:
     """The first case-folder file matching one of the patterns (fnmatch on the name)."""
     for pattern in patterns:
+        matches = _pattern(pattern)
         for rel in files:
-            if fnmatch(Path(rel).name.lower(), pattern.lower()) or fnmatch(rel.lower(), pattern.lower()):
+            lowered = rel.lower()
+            if matches(lowered.rsplit("/", 1)[-1]) or matches(lowered):
                 return rel
     return None
+
+
+@lru_cache(maxsize=256)
+def _pattern(pattern: str):
+    """fnmatch's test for a lower-cased pattern, compiled once."""
+    return re.compile(fnmatch.translate(pattern.lower())).match
 
 
 def max_severity(report: dict) -> int:

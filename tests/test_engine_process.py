@@ -122,6 +122,31 @@ def test_workers_are_recycled_after_a_number_of_matches():
         engine.close()
 
 
+def test_a_worn_worker_hands_over_to_a_standby_started_ahead():
+    """The successor starts compiling at STANDBY_AT of the limits, so replacing a worker
+    never makes a case wait for a fresh one; no standby is left running after close."""
+    from qcdoctor.engine.engine_process import STANDBY_AT
+    engine = EngineProcess(max_matches=30)
+    try:
+        runner = RuleRunner(load_rules(), engine=engine)
+        facts = _convert_facts()
+        expected = [h.rule.id for h in runner.run(facts)]
+        handed_over = 0
+        for _ in range(25):
+            standby = engine._standby
+            assert [h.rule.id for h in runner.run(facts)] == expected
+            if standby is not None and engine._standby is None:
+                assert engine.worker_pid() == standby.process.pid      # it took over
+                handed_over += 1
+            if engine._standby is not None:
+                assert engine.stats.matches % 30 >= 30 * STANDBY_AT - 3
+        assert handed_over >= 2 and engine.stats.worker_deaths == 0
+        assert engine.stats.workers_started == handed_over + 1 + (engine._standby is not None)
+    finally:
+        engine.close()
+    assert engine._worker is None and engine._standby is None
+
+
 def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch):
     """Engine states are never emptied (that path crashes): memory is bounded by replacing
     the worker once it holds MAX_WORKER_RSS_MB."""
