@@ -12,7 +12,7 @@ the caller collects facts) and readies engine states while the caller works.
 - A worker that reported any error is replaced, so no case sees a damaged engine.
 - Every match runs in a fresh engine state, so no case ever sees another's facts.
   States are never emptied (that path crashes), so a worker is replaced once it holds
-  ``MAX_WORKER_RSS_MB`` or nears durable_rules' 1,024 states per ruleset, and after
+  ``MAX_WORKER_GROWTH_MB`` more than it started with or nears durable_rules' 1,024 states per ruleset, and after
   ``max_matches`` matches in any case.
 """
 
@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from .errors import QcdoctorError
 
 MAX_MATCHES_PER_WORKER = 2000
-MAX_WORKER_RSS_MB = 320
+# the memory a worker may gain past what it started with (engine states are never freed)
+MAX_WORKER_GROWTH_MB = 320
 MATCH_TIMEOUT_S = 60.0
 # a worker this worn (share of its memory, state or match limits) gets a successor that
 # starts compiling at once, so replacing it costs the caller nothing
@@ -68,7 +69,7 @@ def _rss_mb() -> float:
 
 
 def _serve(conn, catalogue: dict, programs: dict, stderr_path: str) -> None:
-    """Worker loop: (program, facts, derive) in; ("ok", hits, matches, wear, rss),
+    """Worker loop: (program, facts, derive) in; ("ok", hits, matches, wear, growth MB),
     ("invalid", text) or ("error", text) out (wear: the share of its limits used)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the caller handles Ctrl-C
     # what the C engine or the interpreter print when they die goes to a file the caller
@@ -86,6 +87,8 @@ def _serve(conn, catalogue: dict, programs: dict, stderr_path: str) -> None:
     else:
         broken = None
     _preload(programs)
+    # what it inherited from the caller (all of it, when forked) is not its own growth
+    started_with = _rss_mb()
     parent = os.getppid()
     while True:
         try:
@@ -112,8 +115,8 @@ def _serve(conn, catalogue: dict, programs: dict, stderr_path: str) -> None:
         except Exception as exc:  # noqa: BLE001 - the C engine's errors are plain exceptions
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
             continue
-        rss = _rss_mb()
-        conn.send(("ok", hits, matches, max(rss / MAX_WORKER_RSS_MB, host.wear()), rss))
+        grown = _rss_mb() - started_with
+        conn.send(("ok", hits, matches, max(grown / MAX_WORKER_GROWTH_MB, host.wear()), grown))
     conn.close()
 
 
@@ -139,7 +142,7 @@ class _Worker:
     names: frozenset
     stderr_path: str
     matches: int = 0
-    rss_mb: float = -1.0
+    growth_mb: float = -1.0
 
     def call(self, request, timeout: float):
         try:
@@ -198,7 +201,7 @@ class EngineStats:
     worker_deaths: int = 0
     matches: int = 0
     last_worker_pid: int | None = None
-    last_worker_rss_mb: float = -1.0
+    last_worker_growth_mb: float = -1.0
     deaths: list = field(default_factory=list)
 
 
@@ -267,10 +270,10 @@ class EngineProcess:
                 if reply[0] != "ok":
                     self._discard()          # never reuse an engine that reported an error
                     raise EngineFailure(reply[1])
-                _, hits, matches, wear, rss = reply
+                _, hits, matches, wear, grown = reply
                 worker.matches += matches
                 self.stats.matches += matches
-                worker.rss_mb = self.stats.last_worker_rss_mb = rss
+                worker.growth_mb = self.stats.last_worker_growth_mb = grown
                 wear = max(wear, worker.matches / self._max_matches)
                 if wear >= 1:
                     self._discard()

@@ -80,8 +80,8 @@ def _unique_name(prefix: str) -> str:
 
 @lru_cache(maxsize=1)
 def bundled_runner() -> RuleRunner:
-    """The bundled rules, compiled once per process; its derive step is diagnose's."""
-    return RuleRunner(load_rules(), preload=("qcdoctor.engine.diagnose",))
+    """The bundled rules, compiled once per process; its derive step is in ``derived``."""
+    return RuleRunner(load_rules(), preload=("qcdoctor.engine.derived",))
 
 
 class RuleRunner:

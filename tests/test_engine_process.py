@@ -149,26 +149,23 @@ def test_a_worn_worker_hands_over_to_a_standby_started_ahead():
 
 def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch):
     """Engine states are never emptied (that path crashes): memory is bounded by replacing
-    the worker once it holds MAX_WORKER_RSS_MB."""
+    the worker once it has grown MAX_WORKER_GROWTH_MB past what it started with (what a
+    forked worker inherits from a large caller does not count)."""
     from qcdoctor.engine import engine_process as module
-    probe = EngineProcess()
-    runner = RuleRunner(load_rules(), engine=probe)
-    facts = _convert_facts()
-    runner.run(facts)
-    base = probe.stats.last_worker_rss_mb
-    probe.close()
-    cap = base + 25
-    monkeypatch.setattr(module, "MAX_WORKER_RSS_MB", cap)     # inherited by the fork
+    cap = 12
+    monkeypatch.setattr(module, "MAX_WORKER_GROWTH_MB", cap)     # inherited by the fork
     engine = EngineProcess()
     try:
         runner = RuleRunner(load_rules(), engine=engine)
-        rss = []
-        for _ in range(40):
+        facts = _convert_facts()
+        growth = []
+        for _ in range(60):
             runner.run(facts)
-            rss.append(engine.stats.last_worker_rss_mb)
-        assert engine.stats.workers_started >= 2, rss
-        assert max(rss) < cap + 10, rss        # one match's growth past the cap at most
-        assert min(rss[5:]) < base + 10, rss   # a replaced worker starts small again
+            growth.append(engine.stats.last_worker_growth_mb)
+        assert engine.stats.workers_started >= 3, growth
+        assert max(growth) < cap + 6, growth        # one case's growth past the cap at most
+        starts = [i for i in range(1, len(growth)) if growth[i] < growth[i - 1]]
+        assert starts and all(growth[i] < cap / 2 for i in starts), growth  # replaced: small
     finally:
         engine.close()
 
