@@ -164,8 +164,9 @@ def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch):
             growth.append(engine.stats.last_worker_growth_mb)
         assert engine.stats.workers_started >= 3, growth
         assert max(growth) < cap + 6, growth        # one case's growth past the cap at most
+        # a successor starts smaller than the worker it replaced ended
         starts = [i for i in range(1, len(growth)) if growth[i] < growth[i - 1]]
-        assert starts and all(growth[i] < cap / 2 for i in starts), growth  # replaced: small
+        assert len(starts) >= 2 and all(growth[i] < cap for i in starts), growth
     finally:
         engine.close()
 
