@@ -10,6 +10,7 @@ import argparse
 import atexit
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from qcdoctor import __version__
@@ -293,49 +294,56 @@ def _emit(text: str, output: str | None, protected: list[Path]) -> None:
 def _diagnose_and_emit(args, audit: bool) -> int:
     """triage and audit: a case folder or a bundled example, rendered, then --fail-on."""
     from .batch_command import is_batch, run_batch_command
-    from .bundle import is_bundle
     if is_batch(args):
         return run_batch_command(args)
     args.case = args.case[0] if args.case else None
-    from .runner import bundled_runner
-    bundled_runner().warm()     # the engine worker compiles the rules while the rest loads
-    from .diagnose import SEVERITY_RANK, max_severity
+    from qcdoctor.collectors.background import collect_early
+    from qcdoctor.collectors.case_file import load_case
+
     from .errors import QcdoctorError
-    from .outputs import render_output
     from .progress import Progress
-    from .triage import triage_path
+    from .runner import bundled_runner
 
     if bool(args.case) == bool(args.example):
         raise QcdoctorError("give either a case folder or --example NAME",
                             fix=f"qcdoctor {args.command} CASE_FOLDER, or qcdoctor examples "
                                 "to list the examples")
-    options = dict(lang=args.lang, trust_pickles=args.trust_pickles, full_checklist=audit,
-                   progress=Progress(), use_env=not args.no_env)
-    if args.example:
-        from .examples import example_path
-        with example_path(args.example) as path:
-            report = triage_path(path, display_path=f"example:{args.example}",
-                                 case_files=_case_files(path, args), **options)
-        protected = []
-    elif is_bundle(Path(args.case)):
-        from .bundle import opened_bundle
-        with opened_bundle(Path(args.case)) as path:
-            report = triage_path(path, display_path=args.case,
-                                 case_files=_case_files(path, args), **options)
-        protected = [Path(args.case)]
-    else:
-        from qcdoctor.collectors.case_file import load_case
-
-        from .triage import triage_case
-        case = load_case(args.case)
+    with _opened_case(args) as (where, display_path):
+        case = load_case(where)
         files = _case_files(case.folder, args)
-        report = triage_case(case, case_files=files, **options)
-        # never over case.yaml nor any file this run read (script, config, tables, ...)
-        protected = [case.file, *sorted(files.read)]
+        # the case is read in a child while the engine and report code load here
+        collection = collect_early(case, files, trust_pickles=args.trust_pickles,
+                                   progress=Progress(), use_env=not args.no_env)
+        bundled_runner().warm()     # the engine worker compiles the rules meanwhile
+        from .diagnose import SEVERITY_RANK, max_severity
+        from .outputs import render_output
+        from .triage import triage_case
+        report = triage_case(case, lang=args.lang, full_checklist=audit, case_files=files,
+                             display_path=display_path, facts=collection.facts(),
+                             use_env=not args.no_env)
+    # never over case.yaml, the bundle, nor any file this run read (script, tables, ...)
+    protected = [] if args.example else [Path(args.case), case.file, *sorted(files.read)]
     _emit(render_output(report, args.format, audit=audit), args.output, protected)
     if args.fail_on != "never" and max_severity(report) >= SEVERITY_RANK[args.fail_on]:
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+@contextmanager
+def _opened_case(args):
+    """(path to load, name shown in the report): a bundled example, a support bundle
+    (extracted for the time of the run) or the case given."""
+    from .bundle import is_bundle
+    if args.example:
+        from .examples import example_path
+        with example_path(args.example) as path:
+            yield path, f"example:{args.example}"
+    elif is_bundle(Path(args.case)):
+        from .bundle import opened_bundle
+        with opened_bundle(Path(args.case)) as path:
+            yield path, args.case
+    else:
+        yield args.case, None
 
 
 def _cmd_triage(args, parser) -> int:

@@ -6,12 +6,13 @@ The Diagnosis is a plain dict in the shape of the JSON report (schema
 
 from __future__ import annotations
 
-from fnmatch import fnmatch
-from functools import partial
-from pathlib import Path
+import fnmatch
+import re
+from functools import lru_cache, partial
 
 from qcdoctor import __version__
 
+from .derived import STATUS_RANK, conclusion_fact, derived_facts, fill, last_producers, rolled_up
 from .rulebook import Rule, checklist_items
 from .runner import Hit, RuleRunner, bundled_runner, canonical, engine_fact
 from .snippets import render_snippet
@@ -24,108 +25,15 @@ _OVERRIDDEN = {"zh": "（已被优先级更高的结论覆盖）", "en": "(overr
 _FALLBACK = {"zh": "没有规则能从现有事实得出阶段。", "en": "No rule could place the problem from the facts given."}
 
 
-def conclusion_fact(hits: list[Hit]) -> dict | None:
-    """The winning conclusion among hits: highest priority, then lowest rule id."""
-    for hit in hits:
-        if "conclusion" in hit.rule.then:
-            c = hit.rule.then["conclusion"]
-            return {"type": "conclusion", "stage": c["stage"], "determined": c["determined"],
-                    "suspect": c.get("suspect", ""), "source": f"rule {hit.rule.id}"}
-    return None
-
-
-STATUS_RANK = {"fail": 3, "unknown": 2, "pass": 1, "not_applicable": 0}
-
-
-def checklist_statuses(hits: list[Hit]) -> dict[str, str]:
-    """item -> worst status over every rule that judged it (fail > unknown > pass > n/a)."""
-    worst: dict[str, str] = {}
-    for hit in hits:
-        if "checklist" not in hit.rule.then:
-            continue
-        c = _fill(hit.rule.then["checklist"], hit.facts)
-        worst[c["item"]] = _worse(worst.get(c["item"]), c["status"])
-    return worst
-
-
-def _worse(a: str | None, b: str) -> str:
-    return b if a is None or STATUS_RANK[b] > STATUS_RANK[a] else a
-
-
-def rolled_up(own: dict[str, str]) -> dict[str, tuple[str, list[str]]]:
-    """Mandatory item -> (status, finer items that made it worse than its own judgement).
-
-    knowledge.md §10 rev 2: a finer check rolls up into its mandatory item, worst wins;
-    only judged finer checks count (an unjudged one says nothing), n/a never does.
-    """
-    items = checklist_items()
-    out = {}
-    for item, spec in items.items():
-        if not spec["mandatory"]:
-            continue
-        parts = [p for p, s in items.items() if s.get("part_of") == item
-                 and own.get(p) not in (None, "not_applicable")]
-        statuses = [own[p] for p in parts] + ([own[item]] if item in own else [])
-        if not statuses:
-            continue
-        status = max(statuses, key=STATUS_RANK.__getitem__)
-        worse = status != own.get(item)
-        out[item] = (status, [p for p in parts if own[p] == status] if worse else [])
-    return out
-
-
-def _checklist_facts(hits: list[Hit]) -> list[dict]:
-    own = checklist_statuses(hits)
-    rolled = rolled_up(own)
-    facts = []
-    for item in sorted(set(own) | set(rolled)):
-        status, parts = rolled.get(item, (own.get(item), []))
-        facts.append({"type": "checklist", "item": item, "status": status,
-                      "rolled_up": bool(parts), "source": "deploy rules"})
-    return facts
-
-
-def _conclusion_facts(hits: list[Hit]) -> list[dict]:
-    found = conclusion_fact(sorted(hits, key=lambda h: h.sort_key))
-    return [found] if found else []
-
-
-# derived fact kind -> how it is built from the hits of its producers
-DERIVED = {"conclusion": _conclusion_facts, "checklist": _checklist_facts}
-
-
 def run_rules(facts: list[dict], runner: RuleRunner | None = None) -> list[Hit]:
     """Hits of every rule; each derived fact kind is fed back once all its producers ran."""
     runner = runner or bundled_runner()
-    last = {kind: max((r.stratum for r in runner.rules if kind in r.then), default=-1)
-            for kind in DERIVED}
-    return runner.run(facts, partial(derived_facts, last))
+    return runner.run(facts, partial(derived_facts, last_producers(runner)))
 
-
-def derived_facts(last: dict[str, int], stratum: int, hits_so_far: list[Hit]) -> list[dict]:
-    """The derived facts due after ``stratum``: each kind once the last of its producers ran.
-
-    It runs in the engine worker, between strata (``RuleRunner.run``).
-    """
-    return [fact for kind, build in DERIVED.items() if last[kind] == stratum
-            for fact in build(hits_so_far)]
 
 
 def _text(rule: Rule, key: str, lang: str, bindings: dict) -> str:
     return render(getattr(rule, key)[lang], bindings, lang)
-
-
-def _fill(value, bindings):
-    """The rule's structured outputs (action ids, op lists, layers) with facts filled in."""
-    if isinstance(value, str) and "{" in value:
-        return render(value, bindings, for_display=False)
-    if isinstance(value, dict):
-        return {k: _fill(v, bindings) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fill(v, bindings) for v in value]
-    return value
-
-
 
 
 def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: dict,
@@ -147,8 +55,11 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
     }
     if conclusion:
         report["facts"] = facts + [conclusion]
-    # bound facts come back from the engine without provenance: look it up
-    with_source = {canonical(engine_fact(f)): f for f in report["facts"]}
+    # bound facts come back from the engine without provenance: look it up (among the
+    # facts of the types bound at all: converting every fact costs more than the rest)
+    bound_types = {f["type"] for hit in hits for f in hit.facts.values()}
+    with_source = {canonical(engine_fact(f)): f for f in report["facts"]
+                   if f["type"] in bound_types}
     winner = conclusion["source"].split()[-1] if conclusion else None
     seen: dict[str, set] = {}
     judged: dict[str, list[dict]] = {}
@@ -162,7 +73,7 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
 
     for hit in hits:
         rule, b, then = hit.rule, hit.facts, hit.rule.then
-        produced = _fill(then, b)
+        produced = fill(then, b)
         bound = [with_source.get(canonical(f), f) for f in b.values()]
         report["trace"].append({"rule": rule.id, "facts": bound, "produced": produced})
         message = _text(rule, "message", lang, b)
@@ -264,10 +175,18 @@ def _action(rule: Rule, action: dict, message: str, case_context: dict) -> dict:
 def _present(patterns: list[str], files: list[str]) -> str | None:
     """The first case-folder file matching one of the patterns (fnmatch on the name)."""
     for pattern in patterns:
+        matches = _pattern(pattern)
         for rel in files:
-            if fnmatch(Path(rel).name.lower(), pattern.lower()) or fnmatch(rel.lower(), pattern.lower()):
+            lowered = rel.lower()
+            if matches(lowered.rsplit("/", 1)[-1]) or matches(lowered):
                 return rel
     return None
+
+
+@lru_cache(maxsize=256)
+def _pattern(pattern: str):
+    """fnmatch's test for a lower-cased pattern, compiled once."""
+    return re.compile(fnmatch.translate(pattern.lower())).match
 
 
 def max_severity(report: dict) -> int:

@@ -12,7 +12,7 @@ the caller collects facts) and readies engine states while the caller works.
 - A worker that reported any error is replaced, so no case sees a damaged engine.
 - Every match runs in a fresh engine state, so no case ever sees another's facts.
   States are never emptied (that path crashes), so a worker is replaced once it holds
-  ``MAX_WORKER_RSS_MB`` or nears durable_rules' 1,024 states per ruleset, and after
+  ``MAX_WORKER_GROWTH_MB`` more than it started with or nears durable_rules' 1,024 states per ruleset, and after
   ``max_matches`` matches in any case.
 """
 
@@ -31,8 +31,12 @@ from dataclasses import dataclass, field
 from .errors import QcdoctorError
 
 MAX_MATCHES_PER_WORKER = 2000
-MAX_WORKER_RSS_MB = 320
+# the memory a worker may gain past what it started with (engine states are never freed)
+MAX_WORKER_GROWTH_MB = 320
 MATCH_TIMEOUT_S = 60.0
+# a worker this worn (share of its memory, state or match limits) gets a successor that
+# starts compiling at once, so replacing it costs the caller nothing
+STANDBY_AT = 0.75
 _REPORT_FIX = ("this is a defect of qcdoctor, not of your case: send the case folder to the "
                "qcdoctor maintainers")
 
@@ -65,8 +69,8 @@ def _rss_mb() -> float:
 
 
 def _serve(conn, catalogue: dict, programs: dict, stderr_path: str) -> None:
-    """Worker loop: (program, facts, derive) in; ("ok", hits, matches, worn, rss),
-    ("invalid", text) or ("error", text) out."""
+    """Worker loop: (program, facts, derive) in; ("ok", hits, matches, wear, growth MB),
+    ("invalid", text) or ("error", text) out (wear: the share of its limits used)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the caller handles Ctrl-C
     # what the C engine or the interpreter print when they die goes to a file the caller
     # quotes in its message, not onto the user's terminal
@@ -76,13 +80,15 @@ def _serve(conn, catalogue: dict, programs: dict, stderr_path: str) -> None:
     try:
         from .durable_host import QuietHost
         host = QuietHost()
-        for name, patterns in catalogue.items():
-            host.register(name, patterns)
+        for name, (patterns, usual) in catalogue.items():
+            host.register(name, patterns, usual)
     except Exception as exc:  # noqa: BLE001 - sent back as the answer to every request
         broken = f"{type(exc).__name__}: {exc}"
     else:
         broken = None
     _preload(programs)
+    # what it inherited from the caller (all of it, when forked) is not its own growth
+    started_with = _rss_mb()
     parent = os.getppid()
     while True:
         try:
@@ -109,9 +115,8 @@ def _serve(conn, catalogue: dict, programs: dict, stderr_path: str) -> None:
         except Exception as exc:  # noqa: BLE001 - the C engine's errors are plain exceptions
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
             continue
-        rss = _rss_mb()
-        worn = rss > MAX_WORKER_RSS_MB or host.worn_out()
-        conn.send(("ok", hits, matches, worn, rss))
+        grown = _rss_mb() - started_with
+        conn.send(("ok", hits, matches, max(grown / MAX_WORKER_GROWTH_MB, host.wear()), grown))
     conn.close()
 
 
@@ -137,7 +142,7 @@ class _Worker:
     names: frozenset
     stderr_path: str
     matches: int = 0
-    rss_mb: float = -1.0
+    growth_mb: float = -1.0
 
     def call(self, request, timeout: float):
         try:
@@ -196,7 +201,7 @@ class EngineStats:
     worker_deaths: int = 0
     matches: int = 0
     last_worker_pid: int | None = None
-    last_worker_rss_mb: float = -1.0
+    last_worker_growth_mb: float = -1.0
     deaths: list = field(default_factory=list)
 
 
@@ -208,17 +213,21 @@ class EngineProcess:
         self._catalogue: dict[str, dict] = {}
         self._programs: dict[str, object] = {}
         self._worker: _Worker | None = None
+        self._standby: _Worker | None = None      # the next worker, started ahead of need
         self._lock = threading.RLock()
         self._max_matches = max_matches
         self._timeout = timeout
         self._method = start_method or _start_method()
         self.stats = EngineStats()
 
-    def register(self, name: str, patterns: dict[str, list]) -> None:
+    def register(self, name: str, patterns: dict[str, list],
+                 usual: frozenset = frozenset()) -> None:
+        """A ruleset ``{rule_id: durable 'all' patterns}``; ``usual``: the fact types nearly
+        every case has (a hint for sharding, see ``durable_host``)."""
         with self._lock:
             if name in self._catalogue:
                 raise ValueError(f"ruleset {name} already registered")
-            self._catalogue[name] = patterns
+            self._catalogue[name] = (patterns, frozenset(usual))
 
     def register_program(self, name: str, program) -> None:
         """A case program: ``program.run(host, facts, derive)`` runs in the worker and returns
@@ -234,8 +243,9 @@ class EngineProcess:
     def warm(self) -> None:
         """Start a worker for the current catalogue now, if none is running."""
         with self._lock:
-            if self._worker is None or self._worker.names != self._names():
-                self._discard()
+            while self._worker is not None and self._worker.names != self._names():
+                self._discard()             # a standby takes over only if it is current
+            if self._worker is None:
                 self._worker = self._spawn()
 
     def run(self, name: str, facts: list[dict], derive=None) -> list:
@@ -260,12 +270,15 @@ class EngineProcess:
                 if reply[0] != "ok":
                     self._discard()          # never reuse an engine that reported an error
                     raise EngineFailure(reply[1])
-                _, hits, matches, worn, rss = reply
+                _, hits, matches, wear, grown = reply
                 worker.matches += matches
                 self.stats.matches += matches
-                worker.rss_mb = self.stats.last_worker_rss_mb = rss
-                if worn or worker.matches >= self._max_matches:
+                worker.growth_mb = self.stats.last_worker_growth_mb = grown
+                wear = max(wear, worker.matches / self._max_matches)
+                if wear >= 1:
                     self._discard()
+                elif wear >= STANDBY_AT and self._standby is None:
+                    self._standby = self._spawn()    # compiles while this one serves
                 return hits
             raise EngineCrash("it stopped the engine worker twice (" + "; ".join(deaths) + ")")
 
@@ -297,9 +310,16 @@ class EngineProcess:
         self._discard()
 
     def _discard(self) -> None:
+        """Stop the current worker; a standby for the same catalogue takes its place."""
         worker, self._worker = self._worker, None
         if worker is not None:
             worker.stop()
+        standby, self._standby = self._standby, None
+        if standby is not None:
+            if standby.names == self._names() and standby.process.is_alive():
+                self._worker = standby
+            else:
+                standby.stop()
 
     def worker_pid(self) -> int | None:
         with self._lock:
@@ -308,6 +328,7 @@ class EngineProcess:
     def close(self) -> None:
         with self._lock:
             self._discard()
+            self._discard()                  # the standby, promoted by the first
 
 
 _shared: EngineProcess | None = None
@@ -330,13 +351,15 @@ def _forget_parents_worker() -> None:
     global _shared_lock
     _shared_lock = threading.Lock()
     if _shared is not None:
-        worker, _shared._worker = _shared._worker, None
+        inherited = (_shared._worker, _shared._standby)
+        _shared._worker = _shared._standby = None
         _shared._lock = threading.RLock()
-        if worker is not None:
-            try:
-                worker.conn.close()     # our copy of the descriptor only
-            except OSError:
-                pass
+        for worker in inherited:
+            if worker is not None:
+                try:
+                    worker.conn.close()     # our copy of the descriptor only
+                except OSError:
+                    pass
 
 
 os.register_at_fork(after_in_child=_forget_parents_worker)

@@ -204,6 +204,12 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
 }
 
 GATE_TYPE = "$gate"
+# fact types (nearly) every case has: collect_facts always emits the first nine, and the
+# last three follow from any stage result. The engine shards rules by the types they need
+# beyond these (a speed hint only: a rule whose types are missing simply does not fire).
+USUAL_TYPES = frozenset(("case", "consistency_history", "evidence_summary", "platform", "stage",
+                         "stage_summary", "user_check", "user_checks_summary", "version",
+                         "conclusion", "transition", "evidence"))
 # carried with a fact for the report, never sent to the engine
 PROVENANCE_KEYS = ("source", "note", "basis", "basis_drop", "basis_limit", "basis_decimals",
                    "direction", "direction_from")

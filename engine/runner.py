@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 
 from . import jsonfmt
 from .engine_process import EngineFailure, EngineProcess, InvalidFacts, engine_process
-from .fact_types import GATE_TYPE, normalise
+from .fact_types import GATE_TYPE, USUAL_TYPES, normalise
 from .patterns import to_durable
 from .rulebook import Rule, load_rules
 
@@ -80,8 +80,8 @@ def _unique_name(prefix: str) -> str:
 
 @lru_cache(maxsize=1)
 def bundled_runner() -> RuleRunner:
-    """The bundled rules, compiled once per process; its derive step is diagnose's."""
-    return RuleRunner(load_rules(), preload=("qcdoctor.engine.diagnose",))
+    """The bundled rules, compiled once per process; its derive step is in ``derived``."""
+    return RuleRunner(load_rules(), preload=("qcdoctor.engine.derived",))
 
 
 class RuleRunner:
@@ -98,7 +98,8 @@ class RuleRunner:
         for stratum in sorted({r.stratum for r in self.rules}):
             name = _unique_name(f"qcdoctor_s{stratum}")
             self._engine.register(name, {r.id: to_durable(r.when)
-                                         for r in self.rules if r.stratum == stratum})
+                                         for r in self.rules if r.stratum == stratum},
+                                  USUAL_TYPES)
             rulesets.append((stratum, name))
         self._program = _unique_name("qcdoctor_case")
         self._engine.register_program(self._program,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.collectors.case_file import Case, load_case
 from qcdoctor.collectors.files import CaseFiles, list_case_files
 from qcdoctor.collectors.threshold_settings import resolve as resolve_thresholds
@@ -33,15 +32,18 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
                 environ=None, cwd: Path | None = None, installed: dict | None = None,
                 display_path: str | None = None, trust_pickles: bool = False,
                 full_checklist: bool = False, progress=None, use_env: bool = True,
-                case_files: CaseFiles | None = None) -> dict:
+                case_files: CaseFiles | None = None, facts: list[dict] | None = None) -> dict:
     """``case_files`` says what may be read (default: the case folder only) and keeps
-    what was read, so callers can protect those files."""
+    what was read, so callers can protect those files. ``facts``: the case's facts when
+    already collected (``collectors.background``); the collection options then go unused."""
     runner = runner or bundled_runner()
     runner.warm()           # the engine worker starts while the facts are collected
     thresholds, threshold_sources = resolve_thresholds(case, use_env)
-    facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
-                          trust_pickles=trust_pickles, progress=progress, use_env=use_env,
-                          files=case_files or CaseFiles(case.folder), thresholds=thresholds)
+    if facts is None:
+        from qcdoctor.collectors.case_facts import collect_facts
+        facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
+                              trust_pickles=trust_pickles, progress=progress, use_env=use_env,
+                              files=case_files or CaseFiles(case.folder), thresholds=thresholds)
     try:
         hits = run_rules(facts, runner)
     except EngineFailure as failure:

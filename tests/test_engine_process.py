@@ -122,28 +122,51 @@ def test_workers_are_recycled_after_a_number_of_matches():
         engine.close()
 
 
+def test_a_worn_worker_hands_over_to_a_standby_started_ahead():
+    """The successor starts compiling at STANDBY_AT of the limits, so replacing a worker
+    never makes a case wait for a fresh one; no standby is left running after close."""
+    from qcdoctor.engine.engine_process import STANDBY_AT
+    engine = EngineProcess(max_matches=30)
+    try:
+        runner = RuleRunner(load_rules(), engine=engine)
+        facts = _convert_facts()
+        expected = [h.rule.id for h in runner.run(facts)]
+        handed_over = 0
+        for _ in range(25):
+            standby = engine._standby
+            assert [h.rule.id for h in runner.run(facts)] == expected
+            if standby is not None and engine._standby is None:
+                assert engine.worker_pid() == standby.process.pid      # it took over
+                handed_over += 1
+            if engine._standby is not None:
+                assert engine.stats.matches % 30 >= 30 * STANDBY_AT - 3
+        assert handed_over >= 2 and engine.stats.worker_deaths == 0
+        assert engine.stats.workers_started == handed_over + 1 + (engine._standby is not None)
+    finally:
+        engine.close()
+    assert engine._worker is None and engine._standby is None
+
+
 def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch):
     """Engine states are never emptied (that path crashes): memory is bounded by replacing
-    the worker once it holds MAX_WORKER_RSS_MB."""
+    the worker once it has grown MAX_WORKER_GROWTH_MB past what it started with (what a
+    forked worker inherits from a large caller does not count)."""
     from qcdoctor.engine import engine_process as module
-    probe = EngineProcess()
-    runner = RuleRunner(load_rules(), engine=probe)
-    facts = _convert_facts()
-    runner.run(facts)
-    base = probe.stats.last_worker_rss_mb
-    probe.close()
-    cap = base + 25
-    monkeypatch.setattr(module, "MAX_WORKER_RSS_MB", cap)     # inherited by the fork
+    cap = 12
+    monkeypatch.setattr(module, "MAX_WORKER_GROWTH_MB", cap)     # inherited by the fork
     engine = EngineProcess()
     try:
         runner = RuleRunner(load_rules(), engine=engine)
-        rss = []
-        for _ in range(40):
+        facts = _convert_facts()
+        growth = []
+        for _ in range(60):
             runner.run(facts)
-            rss.append(engine.stats.last_worker_rss_mb)
-        assert engine.stats.workers_started >= 2, rss
-        assert max(rss) < cap + 10, rss        # one match's growth past the cap at most
-        assert min(rss[5:]) < base + 10, rss   # a replaced worker starts small again
+            growth.append(engine.stats.last_worker_growth_mb)
+        assert engine.stats.workers_started >= 3, growth
+        assert max(growth) < cap + 6, growth        # one case's growth past the cap at most
+        # a successor starts smaller than the worker it replaced ended
+        starts = [i for i in range(1, len(growth)) if growth[i] < growth[i - 1]]
+        assert len(starts) >= 2 and all(growth[i] < cap for i in starts), growth
     finally:
         engine.close()
 

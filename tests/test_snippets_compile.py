@@ -10,7 +10,7 @@ import itertools
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.diagnose import _fill
+from qcdoctor.engine.derived import fill
 from qcdoctor.engine.examples import example_names, example_path
 from qcdoctor.engine.fact_types import STAGES, normalise
 from qcdoctor.engine.patterns import oracle_bindings
@@ -64,7 +64,7 @@ def test_every_rule_snippet_compiles_in_every_context(rule):
     for case in rule.examples["fires"]:
         facts = [normalise(f) for f in case]
         for bindings in oracle_bindings(rule.when, facts):
-            action = _fill(rule.then["next_action"], bindings)
+            action = fill(rule.then["next_action"], bindings)
             for context in CONTEXTS:
                 _compiles(render_snippet(action["snippet"], action, context), rule.id)
                 rendered += 1
