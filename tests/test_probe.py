@@ -275,3 +275,65 @@ def test_a_damaged_manifest_is_reported_not_fatal(tmp_path):
     assert any(p["file"] == "qa_probe/probe_run.yaml" and "nonsense" in p["problem"]
                for p in problems)
     assert folder["known_from"] == "content" and folder["origin"] == "probe"
+
+
+MODELS_PY = '''
+import torch
+from torch import nn
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).eval()
+
+
+def build_rounded():
+    model = build()
+    with torch.no_grad():
+        model[0].weight.copy_(torch.round(model[0].weight * 8) / 8)
+    return model
+
+
+not_a_model = 3
+'''
+
+
+def _cli_case(tmp_path, monkeypatch, name):
+    (tmp_path / f"{name}.py").write_text(MODELS_PY, encoding="utf-8")
+    torch.save(torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), tmp_path / "in.pt")
+    monkeypatch.chdir(tmp_path)
+
+
+def test_cli_probe_writes_the_folder(tmp_path, monkeypatch, capsys):
+    from qcdoctor.engine.cli import main
+    _cli_case(tmp_path, monkeypatch, "cli_models_ok")
+    code = main(["probe", "--baseline", "cli_models_ok:build", "--analysis",
+                 "cli_models_ok:build_rounded", "--inputs", "in.pt", "--out", "qa_probe",
+                 "--no-sensitivity", "--lang", "en"])
+    out = capsys.readouterr().out
+    assert code == 0 and "compared 3 layer outputs; written to qa_probe" in out
+    table = load_compare(tmp_path / "qa_probe" / "compare_per_layer_out.txt")
+    assert [s.strip() for s in table.frame["mod_name"]] == ["0", "1", "2"]
+    assert table.frame["cosine"].iat[0] < 1.0
+    assert not list((tmp_path / "qa_probe").glob("output_*"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--baseline", "cli_models_bad:missing"], "has no missing"),
+    (["--baseline", "cli_models_bad:not_a_model"], "not a torch nn.Module"),
+    (["--baseline", "no_such_module_here:build"], "cannot import"),
+    (["--baseline", "cli_models_bad"], "is not MOD:ATTR"),
+    (["--inputs", "missing.pt"], "file not found"),
+    (["--inputs", "bad.pt"], "cannot load the inputs"),
+])
+def test_cli_probe_bad_input_is_one_clear_error(tmp_path, monkeypatch, capsys, args, message):
+    from qcdoctor.engine.cli import main
+    _cli_case(tmp_path, monkeypatch, "cli_models_bad")
+    torch.save({"model": nn.Linear(1, 1)}, tmp_path / "bad.pt")      # needs full unpickling
+    given = {"--baseline": "cli_models_bad:build", "--analysis": "cli_models_bad:build",
+             "--inputs": "in.pt", "--out": "out"}
+    given.update(dict(zip(args[::2], args[1::2], strict=True)))
+    code = main(["probe", *[x for pair in given.items() for x in pair]])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
