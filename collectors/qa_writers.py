@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from qcdoctor.engine.patterns import looks_numeric
+
 LAYOUTS = {
     "16": ["mod_name", "base_op_type", "analy_op_type", "shape", "quant_dtype", "qscale",
            "Cosine", "L1", "Atol", "max_qscale_diff", "base_model_min", "analy_model_min",
@@ -53,17 +55,9 @@ def psql(header: list[str], rows: list[list[str]], index: bool = True) -> str:
     under = "|" + "+".join("-" * (w + 2) for w in widths) + "|"
 
     def line(cells):
-        return "| " + " | ".join(c.rjust(w) if _numeric(c) else c.ljust(w)
+        return "| " + " | ".join(c.rjust(w) if looks_numeric(c) else c.ljust(w)
                                  for c, w in zip(cells, widths, strict=True)) + " |"
     return "\n".join([border, line(header), under] + [line(r) for r in rows] + [border]) + "\n"
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def compare_rows(rows: list[dict], layout: str) -> tuple[list[str], list[list]]:
