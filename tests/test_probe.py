@@ -309,7 +309,7 @@ def test_cli_probe_writes_the_folder(tmp_path, monkeypatch, capsys):
     _cli_case(tmp_path, monkeypatch, "cli_models_ok")
     code = main(["probe", "--baseline", "cli_models_ok:build", "--analysis",
                  "cli_models_ok:build_rounded", "--inputs", "in.pt", "--out", "qa_probe",
-                 "--no-sensitivity", "--lang", "en"])
+                 "--no-sensitivity", "--lang", "en", "--device", "cpu"])
     out = capsys.readouterr().out
     assert code == 0 and "compared 3 layer outputs; written to qa_probe" in out
     table = load_compare(tmp_path / "qa_probe" / "compare_per_layer_out.txt")

@@ -46,6 +46,12 @@ def test_no_fault_layers_agree(tmp_path, network):
     _, baseline, qat, example = network
     result, facts = probe_and_triage(tmp_path, baseline, qat, example)
     assert len(result.rows) > 20 and not result.baseline_only
+    # every module output matched: a fake quant is reported under the node it observes,
+    # also one shared by two nodes; only FX function nodes and the input stay unmatched
+    modules = dict(qat.named_modules())
+    assert result.analysis_only and not [n for n in result.analysis_only if n in modules]
+    names = [r["mod_name"] for r in result.rows]
+    assert len(names) == len(set(names)) and "activation_post_process_1" not in names
     assert facts["qa_folder"][0]["origin"] == "probe"
     assert facts["layer_table"][0]["compared"] == len(result.rows)
     assert "layer_origin" not in facts and not facts["layer_table"][0]["abnormal"]
