@@ -54,7 +54,6 @@ class _Spill:
 class _BaseOutput:
     layer: Layer
     stats: dict
-    shape: str
 
 
 @dataclass
@@ -101,7 +100,7 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, run) -> LayerRows:
         for suffix, tensor in flatten_output(out, layer.name):
             key = (suffix, seen[suffix])
             seen[suffix] += 1
-            base[key] = _BaseOutput(layer, side_stats(tensor), shape_text(tensor))
+            base[key] = _BaseOutput(layer, side_stats(tensor))
             spill.put(key, tensor)
 
     result = LayerRows()

@@ -77,6 +77,14 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
                                     f"{len(reference)} tensor(s)", key="names",
                                     fix="give one name per output tensor, or none")
             tables = {}
+            shapes = [(tuple(b.shape), tuple(a.shape))
+                      for b, (_, a) in zip(reference, layers.analysis_outputs, strict=False)]
+            if sensitivity and (len(layers.analysis_outputs) != len(reference)
+                                or any(b != a for b, a in shapes)):
+                raise QcdoctorError("the two models' outputs differ in number or shape, so "
+                                    "their errors cannot be measured", key="sensitivity",
+                                    fix="compare models with the same outputs, or run without "
+                                        "sensitivity (--no-sensitivity)")
             if sensitivity:
                 per_output = sensitivity_pass(analysis, adapter or TorchAoAdapter(), run,
                                               reference, metric, progress)

@@ -337,3 +337,15 @@ def test_cli_probe_bad_input_is_one_clear_error(tmp_path, monkeypatch, capsys, a
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_shape_mismatch_is_a_row_without_metrics(tmp_path):
+    from qcdoctor.collectors.compare_layers import read_layers
+    torch.manual_seed(0)
+    base, analysis = nn.Sequential(nn.Linear(4, 8)), nn.Sequential(nn.Linear(4, 6))
+    result = compare_models(base, analysis, torch.randn(2, 4), tmp_path / "p", sensitivity=False)
+    assert result.rows[0]["shape"] == "mismatch shape" and "cosine" not in result.rows[0]
+    reading = read_layers(load_compare(tmp_path / "p" / "compare_per_layer_out.txt"))
+    assert reading.mismatch_rows == 1 and reading.compared == 0
+    with pytest.raises(QcdoctorError, match="differ in number or shape"):
+        compare_models(base, analysis, torch.randn(2, 4), tmp_path / "q")
