@@ -66,7 +66,9 @@ CASE_SCHEMA = Mapping({
     "analyses_run": ListOf(Mapping({
         "type": Choice(ANALYSIS_TYPES), "baseline": Choice(STAGES),
         "analysis": Choice(STAGES), "out_dir": Text(), "sensitivity": Flag(),
-        "separate_runs": Flag()})),
+        "separate_runs": Flag(),
+        # the tool that wrote out_dir: the Horizon profiler (default) or qcdoctor probe
+        "origin": Choice(("profiler", "probe"))})),
     "user_checks": Mapping({c: TRISTATE for c in USER_CHECKS}),
     "deploy": Mapping({
         "train": _side, "board": _side,

@@ -110,7 +110,10 @@ def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT) -> LayerReadin
     below = (c < limits.cosine_good) & ~np.isnan(c)
     cliff = below & (drop >= limits.cliff_drop)
 
-    a = atol[rows]
+    # Atol relative to the row's baseline range: consecutive rows of a real network span
+    # very different ranges (a sigmoid in [0, 1] then a ReLU up to 15), so raw Atol values
+    # are not comparable; rows without ranges keep their raw Atol
+    a = atol[rows] / _spans(frame, rows)
     a_prev = np.concatenate(([np.nan], a[:-1]))
     steps = (frame["max_qscale_diff"].to_numpy(dtype=float)[rows]
              if "max_qscale_diff" in frame else np.full(rows.size, np.inf))
@@ -137,6 +140,14 @@ def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT) -> LayerReadin
     kind, detail = error_kind(frame, origin, limits)
     return LayerReading(int(rows.size), mismatch, origin, pattern, float(drop[k]),
                         int(rows[worst_k]), kind, detail)
+
+
+def _spans(frame: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    if "base_model_min" not in frame or "base_model_max" not in frame:
+        return np.ones(rows.size)
+    span = (frame["base_model_max"].to_numpy(dtype=float) -
+            frame["base_model_min"].to_numpy(dtype=float))[rows]
+    return np.where(np.isfinite(span) & (span > 0), span, 1.0)
 
 
 def error_kind(frame: pd.DataFrame, position: int, limits: Thresholds = DEFAULT):

@@ -9,3 +9,5 @@ ADVISOR_NAMES = ("abnormal_layer_advisor.txt", "abnormal_layer_advisor.csv")
 BADCASE_NAMES = ("badcase.txt", "all_badcase_info.pt")
 SENSITIVITY_RE = re.compile(r"^output_(?P<output>.+?)(?:_case_(?P<case>\d+))?_(?P<metric>L1|ATOL|"
                             r"Cosine|MSE|KL|SQNR)_sensitive_ops\.(?P<ext>txt|pt)$", re.IGNORECASE)
+# written by ``qcdoctor probe`` beside its tables: where the numbers came from
+PROBE_MANIFEST = "probe_run.yaml"

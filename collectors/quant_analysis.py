@@ -20,7 +20,7 @@ from .case_file import Case
 from .files import ArtifactRefused, CaseFiles, find_files, walk
 from .fx_graph import Graph, graph_origin, load_graph
 from .model_check import check_model
-from .qa_files import ADVISOR_NAMES, BADCASE_NAMES, COMPARE_NAMES, SENSITIVITY_RE
+from .qa_files import ADVISOR_NAMES, BADCASE_NAMES, COMPARE_NAMES, PROBE_MANIFEST, SENSITIVITY_RE
 from .statistic import load_statistic, weight_fact
 from .thresholds import DEFAULT, Thresholds
 
@@ -30,6 +30,8 @@ _NAME_HINTS = (("convert", re.compile(r"convert|quantized|intbc|qbc", re.I)),
                ("pre_export", re.compile(r"pre_?export|lut", re.I)),
                ("export", re.compile(r"export|hbir|qatbc|qat_bc", re.I)),
                ("fake_quant", re.compile(r"calib|float|fake|qua_", re.I)))
+# a folder named like this holds qcdoctor probe output (fake_quant unless stated)
+_PROBE_NAME = re.compile(r"probe", re.I)
 
 
 def _is_qa_folder(folder: Path) -> bool:
@@ -76,19 +78,55 @@ def _rel(case: Case, path: Path) -> str:
     return rel or "."
 
 
-def _comparison(case: Case, rel: str, compare) -> tuple[str, str, str, str]:
+def _comparison(case: Case, rel: str, compare, probe: dict | None) -> tuple[str, str, str, str]:
     """(type, baseline, analysis, known_from) of one folder."""
     for run in case.get("analyses_run", []):
         if run.get("out_dir") and os.path.normpath(run["out_dir"]) == os.path.normpath(rel):
             kind = analysis_type(run.get("type"), run["analysis"])
             return kind, run["baseline"], run["analysis"], "analyses_run"
+    if probe is not None:
+        return probe["type"], probe["baseline"], probe["analysis"], "probe"
     kind = _type_from_content(compare) if compare is not None else ""
     if kind:
         return kind, *ANALYSIS_TYPE_STAGES[kind], "content"
+    name = Path(rel).name
+    if _PROBE_NAME.search(name):
+        return "fake_quant", *ANALYSIS_TYPE_STAGES["fake_quant"], "folder name"
     for kind, pattern in _NAME_HINTS:
-        if pattern.search(Path(rel).name):
+        if pattern.search(name):
             return kind, *ANALYSIS_TYPE_STAGES[kind], "folder name"
     return "unknown", "", "", "unknown"
+
+
+def _origin(case: Case, rel: str, probe: dict | None) -> str:
+    """Which tool wrote the folder: ``probe`` (qcdoctor probe) or ``profiler``."""
+    for run in case.get("analyses_run", []):
+        if run.get("out_dir") and os.path.normpath(run["out_dir"]) == os.path.normpath(rel) \
+                and run.get("origin"):
+            return run["origin"]
+    if probe is not None or _PROBE_NAME.search(Path(rel).name):
+        return "probe"
+    return "profiler"
+
+
+def _probe_manifest(path: Path) -> dict:
+    """probe_run.yaml: what qcdoctor probe compared; refused when it is not its own."""
+    import yaml
+
+    from qcdoctor.engine.fact_types import STAGES
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict) or data.get("origin") != "probe":
+        raise ValueError("not written by qcdoctor probe (no 'origin: probe')")
+    kind = data.get("type")
+    if kind not in ANALYSIS_TYPE_STAGES:
+        raise ValueError(f"type {kind!r} is not one of {', '.join(ANALYSIS_TYPE_STAGES)}")
+    baseline, analysis = data.get("baseline"), data.get("analysis")
+    if baseline not in STAGES or analysis not in STAGES:
+        baseline, analysis = ANALYSIS_TYPE_STAGES[kind]
+    return {"type": kind, "baseline": baseline, "analysis": analysis}
 
 
 def _type_from_content(compare) -> str:
@@ -165,13 +203,19 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
     if compare_path is not None:
         crel = f"{rel}/{compare_path.name}" if rel != "." else compare_path.name
         compare = _read(facts, crel, load_compare, compare_path, files=files, kind="table")
-    kind, baseline, analysis_stage, known = _comparison(case, rel, compare)
+    probe = None
+    if PROBE_MANIFEST in found:
+        prel = f"{rel}/{PROBE_MANIFEST}" if rel != "." else PROBE_MANIFEST
+        probe = _read(facts, prel, _probe_manifest, found[PROBE_MANIFEST], files=files,
+                      kind="config")
+    kind, baseline, analysis_stage, known = _comparison(case, rel, compare, probe)
     sens_paths = sorted(p for n, p in found.items() if SENSITIVITY_RE.match(n))
     # prefer .txt over .pt of the same table
     stems = {p.name.rsplit(".", 1)[0] for p in sens_paths if p.suffix == ".txt"}
     sens_paths = [p for p in sens_paths if p.suffix == ".txt" or p.name.rsplit(".", 1)[0] not in stems]
     facts.append({"type": "qa_folder", "analysis": rel, "comparison": kind,
                   "baseline": baseline, "analysis_stage": analysis_stage, "known_from": known,
+                  "origin": _origin(case, rel, probe),
                   "has_compare": compare is not None, "has_sensitivity": bool(sens_paths),
                   "has_advisor": any(n in found for n in ADVISOR_NAMES),
                   "has_badcase": "badcase.txt" in found or "all_badcase_info.pt" in found,

@@ -10,7 +10,7 @@ class Thresholds:
     cosine_good: float = 0.999        # a layer at or above this agrees with its baseline
     cliff_drop: float = 0.01          # a cosine fall this large from the previous row is sharp
     cliff_share: float = 0.5          # a cliff carrying this share of the total loss is "the" source
-    atol_jump: float = 10.0           # Atol this many times the previous row's is a jump ...
+    atol_jump: float = 10.0           # Atol / baseline range this many times the previous row's: a jump ...
     atol_jump_steps: float = 2.0      # ... when it is also this many quantization steps
     range_narrow: float = 0.9         # analysis range below this share of the baseline's: truncated
     dominance: float = 2.0            # top-1 sensitivity this many times the second: dominant

@@ -127,6 +127,35 @@ def _parser() -> argparse.ArgumentParser:
     co = sub.add_parser("completion", help="print the shell completion script")
     co.add_argument("shell", choices=("bash", "zsh"))
 
+    pr = sub.add_parser(
+        "probe", help="measure layer metrics of two torch models and write them as "
+                      "QuantAnalysis files (imports and runs your model code)",
+        description="Compare every layer output of two torch models on one input and write "
+                    "compare_per_layer_out.{csv,txt}, output_*_sensitive_ops.{txt,pt} and "
+                    "probe_run.yaml in the profiler's formats. MOD:ATTR imports MOD (run "
+                    "from its folder or set PYTHONPATH): that runs your code, as pytest runs "
+                    "test files. Needs torch.")
+    pr.add_argument("--baseline", required=True, metavar="MOD:ATTR",
+                    help="the reference model, or a function returning it")
+    pr.add_argument("--analysis", required=True, metavar="MOD:ATTR",
+                    help="the model to check (fake-quantized), or a function returning it")
+    pr.add_argument("--inputs", required=True, metavar="FILE.pt",
+                    help="torch.save'd tensor, tuple/list of arguments or dict of keyword "
+                         "arguments (loaded with weights_only=True)")
+    pr.add_argument("--out", required=True, metavar="DIR",
+                    help="new or empty folder (an earlier probe output there is replaced)")
+    pr.add_argument("--type", default="fake_quant",
+                    choices=("fake_quant", "pre_export", "export", "convert"),
+                    help="analysis_model_type: which two stages the models are")
+    pr.add_argument("--metric", default="L1", choices=("L1", "MSE", "KL", "ATOL", "Cosine", "SQNR"),
+                    help="metric of the sensitivity tables")
+    pr.add_argument("--no-sensitivity", action="store_true",
+                    help="skip the sensitivity pass (one forward per quantizer)")
+    pr.add_argument("--names", metavar="A,B", help="names of the model outputs, comma-separated")
+    pr.add_argument("--device", help="run both models there, e.g. cuda:0 (default: where they are)")
+    pr.add_argument("--lang", choices=("zh", "en"), help="language of the summary "
+                                                        "(default: from the locale)")
+
     c = sub.add_parser("collect", help="print the facts gathered for a case")
     c.add_argument("case")
     c.add_argument("--format", choices=("md", "json"), default="md")
@@ -449,6 +478,43 @@ def _cmd_completion(args, parser) -> int:
     return EXIT_OK
 
 
+def _cmd_probe(args, parser) -> int:
+    from .locale_language import locale_language
+    from .progress import Progress
+    from .report import labels
+    from .text import render as fill
+    try:
+        from qcdoctor.probe import compare_models
+        from qcdoctor.probe.loading import load_inputs, load_model
+    except ImportError as exc:
+        from .errors import QcdoctorError
+        raise QcdoctorError(f"qcdoctor probe needs torch ({exc})",
+                            fix="pip install torch==2.13.0 (the CPU build is enough)") from None
+    baseline = load_model(args.baseline, "--baseline")
+    analysis = load_model(args.analysis, "--analysis")
+    inputs = load_inputs(Path(args.inputs))
+    names = [n.strip() for n in args.names.split(",")] if args.names else None
+    result = compare_models(baseline, analysis, inputs, Path(args.out),
+                            sensitivity=not args.no_sensitivity, metric=args.metric,
+                            names=names, analysis_model_type=args.type, device=args.device,
+                            progress=Progress())
+    lang = args.lang or locale_language()
+    P = labels()[lang]["probe"]
+    lines = [fill(P["done"], {"rows": len(result.rows), "out": args.out,
+                              "files": len(result.files)}, lang)]
+    for side, unmatched in (("baseline", result.baseline_only), ("analysis", result.analysis_only)):
+        if unmatched:
+            lines.append(fill(P["unmatched"], {"count": len(unmatched), "side": P[side],
+                                               "names": ", ".join(unmatched[:8])}, lang))
+    for output, rows in result.sensitivity.items():
+        if rows:
+            lines.append(fill(P["sensitivity"], {"output": output, "metric": args.metric,
+                                                 "top": rows[0][0], "value": rows[0][3]}, lang))
+    lines.append(fill(P["next"], {"out": args.out}, lang))
+    print("\n".join(lines))
+    return EXIT_OK
+
+
 def _cmd_examples(args, parser) -> int:
     from .examples import copy_example, example_names, example_title
     if args.copy:
@@ -494,5 +560,5 @@ def _cmd_rules(args, parser) -> int:
 
 _COMMANDS = {"triage": _cmd_triage, "intake": _cmd_intake, "audit": _cmd_audit,
              "compare": _cmd_compare, "diff": _cmd_diff, "pack": _cmd_pack,
-             "schema": _cmd_schema, "completion": _cmd_completion,
+             "schema": _cmd_schema, "completion": _cmd_completion, "probe": _cmd_probe,
              "examples": _cmd_examples, "collect": _cmd_collect, "rules": _cmd_rules}

@@ -133,7 +133,9 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     "qa_folder": {"analysis": _s(default=""), "comparison": _s("unknown", *QA_TYPES),
                   "baseline": _s(*STAGES, "", default=""),
                   "analysis_stage": _s(*STAGES, "", default=""),
-                  "known_from": _s("analyses_run", "content", "folder name", "unknown"),
+                  "known_from": _s("analyses_run", "probe", "content", "folder name", "unknown"),
+                  # which tool wrote the tables: the Horizon profiler or qcdoctor probe
+                  "origin": _s("profiler", "probe", default="profiler"),
                   "has_compare": _b(), "has_sensitivity": _b(), "has_advisor": _b(),
                   "has_badcase": _b()},
     "layer_table": {"analysis": _s(default=""), "rows": _i(0), "compared": _i(0),

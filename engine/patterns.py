@@ -81,7 +81,7 @@ def _check_operand(ftype: str, field: str, op: str, value, where: str) -> object
         problem = spec.check(item)
         if problem:
             fix = None
-            if isinstance(item, str) and _looks_numeric(item):
+            if isinstance(item, str) and looks_numeric(item):
                 fix = "YAML reads 1e-5 as text: write the number with a decimal point, e.g. 0.00001"
             elif isinstance(item, bool) and spec.kind == "str":
                 fix = 'YAML reads bare yes/no as booleans: quote them, e.g. "yes"'
@@ -92,7 +92,7 @@ def _check_operand(ftype: str, field: str, op: str, value, where: str) -> object
     return value
 
 
-def _looks_numeric(text: str) -> bool:
+def looks_numeric(text: str) -> bool:
     try:
         float(text)
     except ValueError:

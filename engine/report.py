@@ -220,7 +220,7 @@ def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:
 
         def one(ftype, name=name):
             return next((f for f in _facts_of(report, ftype) if f.get("analysis") == name), None)
-        lines = []
+        lines = [L["qa"]["from_probe"]] if folder.get("origin") == "probe" else []
         origin, kind, worst = one("layer_origin"), one("error_kind"), one("layer_worst")
         if origin:
             lines.append(fill(L["qa"]["origin"],

@@ -35,3 +35,8 @@ def test_wheel_install_runs_an_example(tmp_path):
     assert str(target) in subprocess.run(
         [sys.executable, "-c", "import qcdoctor.engine as e; print(e.__file__)"],
         capture_output=True, text=True, cwd=tmp_path, env=env).stdout
+    # the probe package ships too (it imports torch, which the test environment has)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import qcdoctor.probe.compare as c; print(c.__file__)"],
+        capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert str(target) in probe.stdout, probe.stderr

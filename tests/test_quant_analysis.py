@@ -332,3 +332,17 @@ def test_advisor_csv(tmp_path):
         "head.exp, Exp, Current scale does not cover the data range, check fake quant\n")
     message = facts_of(triage(case), "advisor_message")[0]
     assert (message["layer"], message["kind"]) == ("head.exp", "scale_not_cover")
+
+
+def test_atol_jump_is_relative_to_the_row_range(tmp_path):
+    """A ReLU up to 15 after a sigmoid in [0, 1]: 20x the Atol is the same relative error,
+    no jump; the same Atol on a [0, 1] row is one (real networks mix such ranges)."""
+    from qcdoctor.collectors.compare_layers import load_compare, read_layers
+
+    def rows(wide: bool):
+        return [layer("se.sigmoid", 0.9995, base=(0.0, 1.0), atol=0.02, qscale=0.0039),
+                layer("activ", 0.9995, base=(0.0, 15.0 if wide else 1.0), atol=0.4, qscale=0.06)]
+    agree = read_layers(load_compare(write_compare(tmp_path / "a", rows(True), "23", "csv")))
+    assert agree.origin is None
+    jump = read_layers(load_compare(write_compare(tmp_path / "b", rows(False), "23", "csv")))
+    assert jump.origin == 1 and jump.pattern == "cliff"

@@ -1,94 +1,21 @@
 """Write QuantAnalysis outputs in the exact formats horizon_plugin_profiler uses.
 
-Tests build their fixtures with these; the formats follow the real samples: psql box
-tables with an unnamed index column and 7-decimal floats, the ', '-separated CSV with
-'*' inside shapes and Python reprs, tabulate 'simple' sensitivity tables.
+Tests build their fixtures with these: the compare and sensitivity tables come from the
+product's own writer (the one ``qcdoctor probe`` uses); the rest follows the real samples.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-LAYOUTS = {
-    "16": ["mod_name", "base_op_type", "analy_op_type", "shape", "quant_dtype", "qscale",
-           "Cosine", "L1", "Atol", "max_qscale_diff", "base_model_min", "analy_model_min",
-           "base_model_max", "analy_model_max", "base_model_mean", "analy_model_mean"],
-    "23": ["mod_name", "base_op_type", "analy_op_type", "shape", "quant_dtype", "qscale",
-           "Cosine", "MSE", "L1", "KL", "SQNR", "Atol", "Rtol", "base_model_min",
-           "analy_model_min", "base_model_max", "analy_model_max", "base_model_mean",
-           "analy_model_mean", "base_model_var", "analy_model_var", "max_atol_diff",
-           "max_qscale_diff"],
-    "upper": ["mod_name", "base_op_type", "analy_op_type", "shape", "dtype", "qscale", "COSINE",
-              "L1", "ATOL", "max_qscale_diff", "base_model_min", "analy_model_min",
-              "base_model_max", "analy_model_max", "base_model_mean", "analy_model_mean", "advice"],
-}
-_KEY = {"Cosine": "cosine", "COSINE": "cosine", "Atol": "atol", "ATOL": "atol", "dtype": "quant_dtype",
-        "MSE": "mse", "KL": "kl", "SQNR": "sqnr", "Rtol": "rtol", "L1": "l1"}
-
-
-def _cell(value, csv: bool) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "None" if csv else ""
-    if isinstance(value, float):
-        return f"{value:.7f}" if abs(value) < 1e15 else repr(value)
-    text = str(value)
-    return text.replace(", ", "* ").replace(",", "*") if csv else text
-
-
-def _psql(header: list[str], rows: list[list[str]], index: bool = True) -> str:
-    if index:
-        header = [""] + header
-        rows = [[str(i)] + r for i, r in enumerate(rows)]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-    border = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    under = "|" + "+".join("-" * (w + 2) for w in widths) + "|"
-
-    def line(cells):
-        return "| " + " | ".join(c.rjust(w) if _numeric(c) else c.ljust(w)
-                                 for c, w in zip(cells, widths, strict=True)) + " |"
-    return "\n".join([border, line(header), under] + [line(r) for r in rows] + [border]) + "\n"
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def compare_rows(rows: list[dict], layout: str) -> tuple[list[str], list[list]]:
-    header = LAYOUTS[layout]
-    out = []
-    for row in rows:
-        values = []
-        for column in header:
-            key = _KEY.get(column, column)
-            values.append(row.get(key))
-        out.append(values)
-    return header, out
-
-
-COMPARE_FORMATS = ("txt", "csv", "csv_index")
-
-
-def write_compare(folder: Path, rows: list[dict], layout: str = "16", fmt: str = "txt") -> Path:
-    """fmt: ``txt`` (psql box table), ``csv`` as the profiler writes it (no index column,
-    the first field is mod_name), or ``csv_index`` (an unnamed row-number column first)."""
-    header, values = compare_rows(rows, layout)
-    folder.mkdir(parents=True, exist_ok=True)
-    if fmt in ("csv", "csv_index"):
-        path = folder / "compare_per_layer_out.csv"
-        lead = (lambda i: [str(i)]) if fmt == "csv_index" else (lambda i: [])  # noqa: E731
-        lines = [", ".join(lead("") + header)]
-        lines += [", ".join(lead(i) + [_cell(v, True) for v in r]) for i, r in enumerate(values)]
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    else:
-        path = folder / "compare_per_layer_out.txt"
-        path.write_text(_psql(header, [[_cell(v, False) for v in r] for r in values]),
-                        encoding="utf-8")
-    return path
+from qcdoctor.collectors.qa_writers import (  # noqa: F401 - re-exported for the tests
+    COMPARE_FORMATS,
+    LAYOUTS,
+    compare_rows,
+    write_compare,
+    write_sensitivity,
+)
+from qcdoctor.collectors.qa_writers import psql as _psql
 
 
 def layer(name: str, cosine: float | None, *, op="torch.nn.modules.conv.Conv2d",
@@ -106,27 +33,6 @@ def layer(name: str, cosine: float | None, *, op="torch.nn.modules.conv.Conv2d",
             "mse": None if cosine is None else (1.0 - cosine) / 10, "kl": 0.0,
             "sqnr": None if cosine is None else 30.0, "rtol": 0.5, "base_model_var": 0.3,
             "analy_model_var": 0.31, "max_atol_diff": atol, "advice": ""}
-
-
-def write_sensitivity(folder: Path, rows: list[tuple], *, output="pred", metric="L1",
-                      case: int | None = None, flops: bool = True, fmt: str = "txt") -> Path:
-    """rows: (op_name, sensitive_type, op_type, value, quant_dtype)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    name = f"output_{output}{'' if case is None else f'_case_{case}'}_{metric}_sensitive_ops.{fmt}"
-    path = folder / name
-    if fmt == "pt":
-        import torch
-        torch.save([list(r) for r in rows], path)
-        return path
-    header = ["op_name", "sensitive_type", "op_type", metric, "quant_dtype"] + (["flops"] if flops else [])
-    cells = [[r[0], r[1], f"<class '{r[2]}'>", f"{r[3]:g}", r[4]] + (["0(0%)"] if flops else [])
-             for r in rows]
-    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(header)]
-    fmt_row = lambda cs: "  ".join(c.rjust(w) if i == 3 else c.ljust(w)  # noqa: E731
-                                   for i, (c, w) in enumerate(zip(cs, widths, strict=True))).rstrip()
-    lines = [fmt_row(header), "  ".join("-" * w for w in widths)] + [fmt_row(c) for c in cells]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def write_advisor(folder: Path, rows: list[tuple]) -> Path:

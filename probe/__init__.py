@@ -1,0 +1,9 @@
+"""qcdoctor probe: layer metrics straight from two torch models, in the profiler's formats.
+
+Importing this package imports torch; the rest of qcdoctor never imports it.
+"""
+
+from .compare import ProbeResult, compare_models
+from .quantizers import Quantizer, QuantizerAdapter, TorchAoAdapter
+
+__all__ = ["ProbeResult", "Quantizer", "QuantizerAdapter", "TorchAoAdapter", "compare_models"]

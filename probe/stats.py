@@ -1,0 +1,90 @@
+"""The per-layer numbers of compare_per_layer_out, computed from two tensors.
+
+Sums run in float64 on the tensors' own device, so only a handful of scalars leave a
+hook. Definitions (one flattened tensor per side, n elements):
+Cosine = <a,b> / (|a| |b|); MSE = mean((a-b)^2); L1 = mean|a-b|; Atol = max|a-b|;
+Rtol = max(|a-b| / |b|) over b != 0; SQNR = 10 log10(sum b^2 / sum (a-b)^2) dB (empty
+when the two are identical: no noise to measure); KL = KL(softmax(b) || softmax(a));
+var is the population variance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def flatten_output(value, name: str = "") -> list[tuple[str, torch.Tensor]]:
+    """A module output as named float tensors: tensors, quantized tensors and anything
+    with ``dequantize()``, inside tuples, lists and dicts (``name[0]``, ``name[key]``)."""
+    if isinstance(value, torch.Tensor):
+        tensor = value.dequantize() if value.is_quantized else value
+        if tensor.is_complex():
+            return []
+        return [(name, tensor.detach())]
+    if isinstance(value, dict):
+        return [item for key, v in value.items() for item in flatten_output(v, f"{name}[{key}]")]
+    if isinstance(value, (tuple, list)):
+        return [item for i, v in enumerate(value) for item in flatten_output(v, f"{name}[{i}]")]
+    dequantize = getattr(value, "dequantize", None)
+    if callable(dequantize):
+        return flatten_output(dequantize(), name)
+    return []
+
+
+def _float(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.reshape(-1) if tensor.is_floating_point() else tensor.reshape(-1).float()
+
+
+def side_stats(tensor: torch.Tensor) -> dict:
+    """min, max, mean, var of one side; None for an empty tensor."""
+    x = _float(tensor)
+    if x.numel() == 0:
+        return {"min": None, "max": None, "mean": None, "var": None}
+    lo, hi = torch.aminmax(x)
+    var, mean = torch.var_mean(x.double(), correction=0) if x.numel() < 2 ** 16 else \
+        _var_mean_large(x)
+    return {"min": float(lo), "max": float(hi), "mean": float(mean), "var": float(var)}
+
+
+def _var_mean_large(x: torch.Tensor):
+    # a float64 copy of a big activation would double the hook's memory: accumulate only
+    n = x.numel()
+    mean = torch.sum(x, dtype=torch.float64) / n
+    centred = x - mean.to(x.dtype)
+    return torch.sum(centred * centred, dtype=torch.float64) / n, mean
+
+
+def pair_stats(base: torch.Tensor, analy: torch.Tensor) -> dict:
+    """The comparison metrics of two same-shaped tensors (analysis against baseline)."""
+    b, a = _float(base), _float(analy).to(base.device)
+    n = b.numel()
+    if n == 0:
+        return dict.fromkeys(("cosine", "mse", "l1", "kl", "sqnr", "atol", "rtol"))
+    if a.dtype != b.dtype:
+        a, b = a.float(), b.float()
+    diff = a - b
+    absdiff = diff.abs()
+    noise = float(torch.sum(diff * diff, dtype=torch.float64))
+    signal = float(torch.sum(b * b, dtype=torch.float64))
+    power_a = float(torch.sum(a * a, dtype=torch.float64))
+    dot = float(torch.sum(a * b, dtype=torch.float64))
+    if signal > 0 and power_a > 0:
+        cosine = dot / math.sqrt(signal * power_a)
+    else:
+        cosine = 1.0 if signal == power_a else 0.0
+    nonzero = b != 0
+    rtol = float(torch.max(absdiff[nonzero] / b[nonzero].abs())) if bool(nonzero.any()) else None
+    log_p = torch.log_softmax(b.double(), 0) if n < 2 ** 16 else torch.log_softmax(b, 0)
+    log_q = torch.log_softmax(a.to(log_p.dtype), 0)
+    kl = float(torch.sum(log_p.exp() * (log_p - log_q), dtype=torch.float64))
+    return {"cosine": min(1.0, max(-1.0, cosine)), "mse": noise / n,
+            "l1": float(torch.sum(absdiff, dtype=torch.float64)) / n,
+            "kl": max(0.0, kl),
+            "sqnr": 10.0 * math.log10(signal / noise) if noise > 0 and signal > 0 else None,
+            "atol": float(absdiff.max()), "rtol": rtol}
+
+
+def shape_text(tensor: torch.Tensor) -> str:
+    return str(tensor.shape)

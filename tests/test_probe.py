@@ -1,0 +1,351 @@
+"""qcdoctor probe on small models: the numbers, the files (read back by our own readers),
+the output folder's safety, the restored model state, the quantizer adapter, triage."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+
+from qcdoctor.collectors.case_file import load_case  # noqa: E402
+from qcdoctor.collectors.compare_layers import load_compare  # noqa: E402
+from qcdoctor.collectors.sensitivity import load_sensitivity  # noqa: E402
+from qcdoctor.engine.errors import QcdoctorError  # noqa: E402
+from qcdoctor.engine.report import render  # noqa: E402
+from qcdoctor.engine.triage import triage_case  # noqa: E402
+from qcdoctor.probe import Quantizer, compare_models  # noqa: E402
+from qcdoctor.probe.stats import flatten_output, pair_stats  # noqa: E402
+
+from .qa.scenarios import case_yaml  # noqa: E402
+
+
+class Net(nn.Module):
+    """conv -> relu -> the same linear twice (a shared module) -> two named outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.pool(self.relu(self.conv(x))).flatten(1)
+        return {"logits": self.fc(y), "again": self.fc(y * 2.0)}
+
+
+def models():
+    """(float model, eager-mode QAT copy calibrated on random data)."""
+    from torch.ao.quantization import disable_observer, get_default_qat_qconfig, prepare_qat
+    torch.manual_seed(0)
+    base = Net().eval()
+    qat = Net()
+    qat.load_state_dict(base.state_dict())
+    qat.qconfig = get_default_qat_qconfig("qnnpack")
+    prepare_qat(qat.train(), inplace=True)
+    qat.eval()
+    with torch.no_grad():
+        qat(torch.randn(16, 3, 8, 8, generator=torch.Generator().manual_seed(1)))
+    qat.apply(disable_observer)
+    return base, qat
+
+
+EXAMPLE = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(2))
+NUMERIC = ("qscale", "cosine", "mse", "l1", "kl", "sqnr", "atol", "rtol", "base_model_min",
+           "analy_model_min", "base_model_max", "analy_model_max", "base_model_mean",
+           "analy_model_mean", "max_atol_diff", "max_qscale_diff")
+
+
+def test_pair_stats_known_values():
+    b = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    a = torch.tensor([1.0, 2.0, 3.0, 5.0])
+    got = pair_stats(b, a)
+    assert got["atol"] == 1.0 and got["l1"] == 0.25 and got["mse"] == 0.25
+    assert got["rtol"] == pytest.approx(0.25)
+    assert got["sqnr"] == pytest.approx(10 * math.log10(30 / 1))
+    assert got["cosine"] == pytest.approx(34 / math.sqrt(30 * 39))
+    p, q = torch.softmax(b.double(), 0), torch.softmax(a.double(), 0)
+    assert got["kl"] == pytest.approx(float(torch.sum(p * torch.log(p / q))))
+    same = pair_stats(b, b.clone())
+    assert same["cosine"] == 1.0 and same["atol"] == 0.0 and same["kl"] == 0.0
+    assert same["sqnr"] is None                       # no noise: nothing to measure
+
+
+def test_outputs_flattened_to_named_tensors():
+    q = torch.quantize_per_tensor(torch.tensor([0.5, 1.0]), 0.5, 0, torch.quint8)
+
+    class Wrapped:                                    # any type with dequantize()
+        def dequantize(self):
+            return torch.ones(3)
+    got = flatten_output((torch.zeros(2), {"a": q, "b": [Wrapped(), "text"]}), "m")
+    assert [name for name, _ in got] == ["m[0]", "m[1][a]", "m[1][b][0]"]
+    assert got[1][1].tolist() == [0.5, 1.0] and not got[1][1].is_quantized
+
+
+def test_round_trip_through_our_readers(tmp_path):
+    base, qat = models()
+    result = compare_models(base, qat, EXAMPLE, tmp_path / "probe", sensitivity=False)
+    names = [r["mod_name"] for r in result.rows]
+    # execution order; the shared linear twice under one name, each call matched in turn
+    assert names == ["conv", "relu", "pool", "fc", "fc"]
+    assert result.rows[0]["analy_op_type"] == "torch.ao.nn.qat.modules.conv.Conv2d"
+    assert result.rows[0]["quant_dtype"] == "quint8" and result.rows[0]["qscale"] > 0
+    csv_text = (tmp_path / "probe" / "compare_per_layer_out.csv").read_text(encoding="utf-8")
+    header = csv_text.splitlines()[0].split(", ")
+    assert header[0] == "mod_name" and len(header) == 23            # no index column
+    assert "torch.Size([2* 4* 8* 8])" in csv_text
+    for name in ("compare_per_layer_out.csv", "compare_per_layer_out.txt"):
+        table = load_compare(tmp_path / "probe" / name)
+        assert table.layout == "23" and not table.table.problems
+        frame = table.frame
+        assert [s.strip() for s in frame["mod_name"]] == names
+        for i, row in enumerate(result.rows):
+            for column in NUMERIC:
+                value = row[column]
+                read = frame[column].iat[i]
+                if value is None:
+                    assert math.isnan(read), (name, i, column)
+                else:                                  # printed with 7 decimals
+                    assert read == pytest.approx(value, abs=6e-8), (name, i, column)
+
+
+def test_unmatched_layers_are_reported(tmp_path):
+    base, qat = models()
+    base.extra = nn.Identity()                         # never called: no output either
+    qat.conv = nn.Sequential(qat.conv)                 # renamed: conv.0
+    result = compare_models(base, qat, EXAMPLE, tmp_path / "p", sensitivity=False)
+    assert "conv.0" in result.analysis_only and "conv" in result.baseline_only
+    assert [r["mod_name"] for r in result.rows] == ["relu", "pool", "fc", "fc"]
+    manifest = (tmp_path / "p" / "probe_run.yaml").read_text(encoding="utf-8")
+    assert "conv.0" in manifest and "origin: probe" in manifest
+
+
+def test_models_left_as_they_were(tmp_path):
+    base, qat = models()
+    qat.train()
+    qat.conv.activation_post_process.enable_observer()
+    scale = qat.conv.activation_post_process.scale.clone()
+    compare_models(base, qat, EXAMPLE, tmp_path / "p", sensitivity=True)
+    assert qat.training and qat.conv.training and not base.training
+    assert bool(qat.conv.activation_post_process.observer_enabled[0])
+    assert bool(qat.fc.weight_fake_quant.fake_quant_enabled[0])
+    assert torch.equal(qat.conv.activation_post_process.scale, scale)   # observers frozen
+
+
+def test_sensitivity_files_read_back(tmp_path):
+    base, qat = models()
+    result = compare_models(base, qat, EXAMPLE, tmp_path / "p", names=["logits", "again"])
+    assert set(result.sensitivity) == {"logits", "again"}
+    rows = result.sensitivity["logits"]
+    assert [r[3] for r in rows] == sorted((r[3] for r in rows), reverse=True)
+    # eager prepare_qat quantizes the conv and the linear: outputs and weights
+    assert {(r[0], r[1]) for r in rows} == {("conv", "activation"), ("conv", "weight"),
+                                           ("fc", "activation"), ("fc", "weight")}
+    txt = load_sensitivity(tmp_path / "p" / "output_logits_L1_sensitive_ops.txt")
+    pt_path = tmp_path / "p" / "output_logits_L1_sensitive_ops.pt"
+    plain = torch.load(pt_path, weights_only=True)
+    assert isinstance(plain, list) and len(plain) == len(rows)
+    pt = load_sensitivity(pt_path)
+    assert [(r.op_name, r.sensitive_type) for r in txt.rows] == [r[:2] for r in rows]
+    assert [r.value for r in pt.rows] == [r[3] for r in rows]
+    assert [r.value for r in txt.rows] == pytest.approx([r[3] for r in rows], rel=1e-5)
+
+
+def test_a_toolkit_plugs_in_through_the_adapter(tmp_path):
+    class Switch(nn.Module):                           # another toolkit's quantizer
+        def __init__(self):
+            super().__init__()
+            self.on = True
+
+        def forward(self, x):
+            return torch.round(x * 4) / 4 if self.on else x
+
+    class Adapter:
+        def quantizers(self, model):
+            return [Quantizer(name.rpartition(".")[0] or name, "activation", "Switch", "qint8", m)
+                    for name, m in model.named_modules() if isinstance(m, Switch)]
+
+        def is_enabled(self, q):
+            return q.module.on
+
+        def set_enabled(self, q, enabled):
+            q.module.on = enabled
+
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2)).eval()
+    analysis = nn.Sequential(nn.Linear(4, 8), Switch(), nn.Linear(8, 2), Switch()).eval()
+    analysis[0].load_state_dict(base[0].state_dict())
+    analysis[2].load_state_dict(base[1].state_dict())
+    # rename so the layers match by name: 0 and 2 are compared, the switches are extra
+    result = compare_models(base, analysis, torch.randn(3, 4), tmp_path / "p",
+                            adapter=Adapter(), metric="MSE")
+    rows = result.sensitivity["0"]
+    assert {r[0] for r in rows} == {"1", "3"} and all(r[3] > 0 for r in rows)
+    assert analysis[1].on and analysis[3].on                     # switches restored
+    assert (tmp_path / "p" / "output_0_MSE_sensitive_ops.txt").is_file()
+
+
+def test_output_folder_never_overwrites_user_files(tmp_path):
+    base, qat = models()
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(QcdoctorError, match="did not write"):
+        compare_models(base, qat, EXAMPLE, out, sensitivity=False)
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "mine"
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_a_second_run_replaces_the_first(tmp_path):
+    base, qat = models()
+    out = tmp_path / "p"
+    compare_models(base, qat, EXAMPLE, out, names=["a", "b"])
+    compare_models(base, qat, EXAMPLE, out, names=["c", "d"], metric="Cosine")
+    names = sorted(p.name for p in out.iterdir())
+    assert "output_a_L1_sensitive_ops.txt" not in names
+    assert "output_c_Cosine_sensitive_ops.txt" in names
+    rows = load_sensitivity(out / "output_c_Cosine_sensitive_ops.txt").rows
+    assert [r.value for r in rows] == sorted(r.value for r in rows)       # worst first
+
+
+@pytest.mark.parametrize("bad, match", [({"metric": "l2"}, "unknown metric"),
+                                        ({"analysis_model_type": "calib"}, "analysis_model_type"),
+                                        ({"names": ["only_one"]}, "output name")])
+def test_bad_arguments_are_one_clear_error(tmp_path, bad, match):
+    base, qat = models()
+    with pytest.raises(QcdoctorError, match=match):
+        compare_models(base, qat, EXAMPLE, tmp_path / "p", **bad)
+
+
+def _case(tmp_path, folder="qa_probe", **extra):
+    case = tmp_path / "case"
+    case_yaml(case, stages={"float": {"status": "normal"}, "calib": {"status": "abnormal"}},
+              **extra)
+    base, qat = models()
+    compare_models(base, qat, EXAMPLE, case / folder, sensitivity=False,
+                   analysis_model_type="pre_export")
+    return case
+
+
+def _qa_folder(case):
+    report = triage_case(load_case(case), lang="en", environ={}, installed={}, cwd=case)
+    return report, next(f for f in report["facts"] if f["type"] == "qa_folder")
+
+
+def test_triage_says_where_the_numbers_came_from(tmp_path):
+    report, folder = _qa_folder(_case(tmp_path))
+    assert (folder["origin"], folder["known_from"], folder["comparison"]) == \
+        ("probe", "probe", "pre_export")
+    assert (folder["baseline"], folder["analysis_stage"]) == ("qat", "qat_export")
+    assert "measured by qcdoctor probe with torch forward hooks" in render(report, "md")
+    zh = triage_case(load_case(tmp_path / "case"), lang="zh", environ={}, installed={},
+                     cwd=tmp_path / "case")
+    assert "这些数字由 qcdoctor probe 用 torch 前向钩子测得" in render(zh, "md")
+
+
+def test_analyses_run_entry_names_the_probe(tmp_path):
+    case = _case(tmp_path, folder="layers", analyses_run=[
+        {"type": "convert", "baseline": "qat_bc", "analysis": "quantized_bc",
+         "out_dir": "layers", "origin": "probe"}])
+    (case / "layers" / "probe_run.yaml").unlink()
+    _, folder = _qa_folder(case)
+    assert (folder["origin"], folder["known_from"], folder["comparison"]) == \
+        ("probe", "analyses_run", "convert")
+
+
+def test_a_probe_folder_by_name_alone(tmp_path):
+    case = _case(tmp_path, folder="my_probe")
+    (case / "my_probe" / "probe_run.yaml").unlink()
+    # float modules against torch.ao qat ones: the content tells fake_quant
+    _, folder = _qa_folder(case)
+    assert (folder["origin"], folder["known_from"], folder["comparison"]) == \
+        ("probe", "content", "fake_quant")
+
+
+def test_a_damaged_manifest_is_reported_not_fatal(tmp_path):
+    case = _case(tmp_path)
+    (case / "qa_probe" / "probe_run.yaml").write_text("origin: probe\ntype: nonsense\n",
+                                                      encoding="utf-8")
+    report, folder = _qa_folder(case)
+    problems = [f for f in report["facts"] if f["type"] == "artifact_problem"]
+    assert any(p["file"] == "qa_probe/probe_run.yaml" and "nonsense" in p["problem"]
+               for p in problems)
+    assert folder["known_from"] == "content" and folder["origin"] == "probe"
+
+
+MODELS_PY = '''
+import torch
+from torch import nn
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).eval()
+
+
+def build_rounded():
+    model = build()
+    with torch.no_grad():
+        model[0].weight.copy_(torch.round(model[0].weight * 8) / 8)
+    return model
+
+
+not_a_model = 3
+'''
+
+
+def _cli_case(tmp_path, monkeypatch, name):
+    (tmp_path / f"{name}.py").write_text(MODELS_PY, encoding="utf-8")
+    torch.save(torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), tmp_path / "in.pt")
+    monkeypatch.chdir(tmp_path)
+
+
+def test_cli_probe_writes_the_folder(tmp_path, monkeypatch, capsys):
+    from qcdoctor.engine.cli import main
+    _cli_case(tmp_path, monkeypatch, "cli_models_ok")
+    code = main(["probe", "--baseline", "cli_models_ok:build", "--analysis",
+                 "cli_models_ok:build_rounded", "--inputs", "in.pt", "--out", "qa_probe",
+                 "--no-sensitivity", "--lang", "en", "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert code == 0 and "compared 3 layer outputs; written to qa_probe" in out
+    table = load_compare(tmp_path / "qa_probe" / "compare_per_layer_out.txt")
+    assert [s.strip() for s in table.frame["mod_name"]] == ["0", "1", "2"]
+    assert table.frame["cosine"].iat[0] < 1.0
+    assert not list((tmp_path / "qa_probe").glob("output_*"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--baseline", "cli_models_bad:missing"], "has no missing"),
+    (["--baseline", "cli_models_bad:not_a_model"], "not a torch nn.Module"),
+    (["--baseline", "no_such_module_here:build"], "cannot import"),
+    (["--baseline", "cli_models_bad"], "is not MOD:ATTR"),
+    (["--inputs", "missing.pt"], "file not found"),
+    (["--inputs", "bad.pt"], "cannot load the inputs"),
+])
+def test_cli_probe_bad_input_is_one_clear_error(tmp_path, monkeypatch, capsys, args, message):
+    from qcdoctor.engine.cli import main
+    _cli_case(tmp_path, monkeypatch, "cli_models_bad")
+    torch.save({"model": nn.Linear(1, 1)}, tmp_path / "bad.pt")      # needs full unpickling
+    given = {"--baseline": "cli_models_bad:build", "--analysis": "cli_models_bad:build",
+             "--inputs": "in.pt", "--out": "out"}
+    given.update(dict(zip(args[::2], args[1::2], strict=True)))
+    code = main(["probe", *[x for pair in given.items() for x in pair]])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_shape_mismatch_is_a_row_without_metrics(tmp_path):
+    from qcdoctor.collectors.compare_layers import read_layers
+    torch.manual_seed(0)
+    base, analysis = nn.Sequential(nn.Linear(4, 8)), nn.Sequential(nn.Linear(4, 6))
+    result = compare_models(base, analysis, torch.randn(2, 4), tmp_path / "p", sensitivity=False)
+    assert result.rows[0]["shape"] == "mismatch shape" and "cosine" not in result.rows[0]
+    reading = read_layers(load_compare(tmp_path / "p" / "compare_per_layer_out.txt"))
+    assert reading.mismatch_rows == 1 and reading.compared == 0
+    with pytest.raises(QcdoctorError, match="differ in number or shape"):
+        compare_models(base, analysis, torch.randn(2, 4), tmp_path / "q")
