@@ -14,6 +14,7 @@ from qcdoctor import __version__
 
 from .rulebook import Rule, checklist_items, load_rules
 from .runner import Hit, RuleRunner, canonical, engine_fact
+from .series import series_section
 from .snippets import render_snippet
 from .text import render
 from .vocabulary import COST_CLASSES, is_deployment_problem
@@ -129,7 +130,9 @@ def _fill(value, bindings):
 
 
 def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: dict,
-                 case_context: dict, files: list[str], full_checklist: bool = False) -> dict:
+                 case_context: dict, files: list[str], full_checklist: bool = False,
+                 series: list[dict] | None = None) -> dict:
+    """``series``: the plot series the collectors kept beside the facts."""
     conclusion = conclusion_fact(hits)
     stage = conclusion["stage"] if conclusion else "undetermined"
     report = {
@@ -218,6 +221,7 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
     if not report["conclusion"]["evidence"]:
         report["conclusion"]["evidence"].append({"rule": "", "text": _FALLBACK[lang],
                                                  "severity": "warning"})
+    report["series"] = series_section(facts, series or [])
     return report
 
 

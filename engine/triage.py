@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qcdoctor.collectors.case_facts import collect_facts
+from qcdoctor.collectors.case_facts import collect_case
 from qcdoctor.collectors.case_file import Case, load_case
 from qcdoctor.collectors.files import CaseFiles, list_case_files
 
@@ -37,9 +37,9 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
     what was read, so callers can protect those files."""
     runner = runner or bundled_runner()
     runner.warm()           # the engine worker starts while the facts are collected
-    facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
-                          trust_pickles=trust_pickles, progress=progress, use_env=use_env,
-                          files=case_files or CaseFiles(case.folder))
+    facts, series = collect_case(case, environ=environ, cwd=cwd, installed=installed,
+                                 trust_pickles=trust_pickles, progress=progress, use_env=use_env,
+                                 files=case_files or CaseFiles(case.folder))
     try:
         hits = run_rules(facts, runner)
     except EngineFailure as failure:
@@ -49,7 +49,8 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
     info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
     return build_report(facts, hits, lang=lang, case_info=info,
                         case_context=case_context(case, facts),
-                        files=list_case_files(case.folder), full_checklist=full_checklist)
+                        files=list_case_files(case.folder), full_checklist=full_checklist,
+                        series=series)
 
 
 def triage_path(path: str | Path, **kwargs) -> dict:
