@@ -172,11 +172,13 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
         if "conclusion" in then and first("evidence", message):
             prefix = "" if rule.id == winner else _OVERRIDDEN[lang]
             report["conclusion"]["evidence"].append({"rule": rule.id, "text": prefix + message,
-                                                     "severity": rule.severity})
+                                                     "severity": rule.severity,
+                                                     "overridden": bool(prefix)})
         if "evidence" in then and stage in then["evidence"]["for_stage"] and \
                 first("evidence", message):
             report["conclusion"]["evidence"].append({"rule": rule.id, "text": message,
-                                                     "severity": rule.severity})
+                                                     "severity": rule.severity,
+                                                     "overridden": False})
         if "missing" in then and first("missing", then["missing"]):
             report["missing"].append({"id": then["missing"], "question": message,
                                       "why": _text(rule, "rationale", lang, b), "rule": rule.id})
@@ -220,7 +222,7 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
         report["thresholds"] = DEFAULT.as_dict()
     if not report["conclusion"]["evidence"]:
         report["conclusion"]["evidence"].append({"rule": "", "text": _FALLBACK[lang],
-                                                 "severity": "warning"})
+                                                 "severity": "warning", "overridden": False})
     report["series"] = series_section(facts, series or [])
     return report
 

@@ -92,7 +92,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 REPORT_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "nav", "main",
                "section", "footer", "h1", "h2", "h3", "p", "ul", "ol", "li", "dl", "dt", "dd",
                "a", "span", "strong", "em", "code", "pre", "div", "button", "table", "thead",
-               "tbody", "tr", "th", "td", "figure", "figcaption", "script"}
+               "tbody", "tr", "th", "td", "figure", "figcaption", "script", "details", "summary"}
 SVG_TAGS = {"svg", "defs", "g", "path", "use", "clipPath", "rect", "text", "pattern", "style"}
 
 
