@@ -66,9 +66,23 @@ def _svg(fig, plot_id: str) -> str:
     return text.replace("<svg ", f'<svg role="img" aria-labelledby="{plot_id}-caption" ', 1)
 
 
-def _figure(width: float, height: float, rows: int = 1, **kwargs):
-    return _pyplot().subplots(rows, 1, figsize=(width, height), squeeze=False,
-                              layout="constrained", **kwargs)
+def _text_inches(texts, size: float = 8) -> float:
+    """The width of the longest text: about 0.55 em a character, 1 em a wide (CJK) one."""
+    import unicodedata
+
+    def ems(text: str) -> float:
+        return sum(1.0 if unicodedata.east_asian_width(c) in "WF" else 0.55 for c in text)
+    return max((ems(t) for t in texts), default=0.0) * size / 72
+
+
+def _figure(width: float, height: float, rows: int = 1, *, left: float = 0.8,
+            bottom: float = 0.6, right: float = 0.2, top: float = 0.35, **kwargs):
+    """A figure with margins in inches (fixed margins: a layout engine costs a second
+    text layout pass, most of a plot's time)."""
+    fig, axes = _pyplot().subplots(rows, 1, figsize=(width, height), squeeze=False, **kwargs)
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
+                        top=1 - top / height, hspace=0.12)
+    return fig, axes
 
 
 def _log_axis(ax) -> None:
@@ -88,7 +102,8 @@ def stage_chain(series: dict, L: dict, lang: str) -> Plot:
     stages = series["stages"]
     labels = [stage_label(s["stage"], lang) for s in stages]
     values = [s["value"] if s["value"] is not None else math.nan for s in stages]
-    fig, axes = _figure(8.5, 3.8)
+    below = 0.55 + _text_inches(labels, 9) * 0.5            # labels turned 30 degrees
+    fig, axes = _figure(8.5, 2.8 + below, bottom=below)
     ax = axes[0][0]
     ax.plot(range(len(stages)), values, color="#90a4ae", linewidth=1.2, zorder=1)
     for status, (colour, marker) in STAGE_STYLE.items():
@@ -131,7 +146,7 @@ def layer_curve(layers: dict, index: int, L: dict) -> Plot:
         return [p[key] if p[key] is not None else math.nan for p in points]
     by_row = {p["row"]: p for p in points}
     origin, worst = by_row.get(layers["origin_row"]), by_row.get(layers["worst_row"])
-    fig, axes = _figure(8.5, 5.2, rows=2, sharex=True)
+    fig, axes = _figure(8.5, 5.2, rows=2, sharex=True, left=0.85, bottom=0.5)
     top, bottom = axes[0][0], axes[1][0]
     top.plot(x, line("cosine"), color=BLUE, linewidth=1, label="Cosine")
     atol = [v if v > 0 else math.nan for v in line("atol")]
@@ -180,7 +195,8 @@ def layer_curve(layers: dict, index: int, L: dict) -> Plot:
 def sensitivity_bars(table: dict, index: int, L: dict) -> Plot:
     P = L["view"]["plot"]
     ops = table["ops"][::-1]                        # most sensitive at the top
-    fig, axes = _figure(8.5, 1.2 + 0.28 * max(len(ops), 1))
+    left = 0.45 + _text_inches([_short(o["op"]) for o in ops])
+    fig, axes = _figure(8.5, 1.2 + 0.28 * max(len(ops), 1), left=left, bottom=0.5)
     ax = axes[0][0]
     values = [o["value"] if o["value"] is not None else 0.0 for o in ops]
     colours = [RED if o["lut"] else BLUE for o in ops]
@@ -208,7 +224,8 @@ def dump_bars(pair: dict, index: int, L: dict, lang: str) -> Plot:
     P = L["view"]["plot"]
     outputs = pair["outputs"]
     names = [_short(o["output"]) for o in outputs]
-    fig, axes = _figure(8.5, 4.6, rows=2, sharex=True)
+    below = 0.55 + _text_inches(names, 9) * 0.5
+    fig, axes = _figure(8.5, 3.6 + below, rows=2, sharex=True, bottom=below)
     top, bottom = axes[0][0], axes[1][0]
     xs = range(len(outputs))
     top.bar(xs, [o["cosine"] if o["cosine"] is not None else 0.0 for o in outputs], color=BLUE,
@@ -236,7 +253,9 @@ def dump_bars(pair: dict, index: int, L: dict, lang: str) -> Plot:
 def audit_matrix(checklist: list[dict], L: dict) -> Plot:
     P = L["view"]["plot"]
     items = checklist[::-1]                          # the first item at the top
-    fig, axes = _figure(8.5, 1.4 + 0.3 * len(items))
+    left = 0.45 + _text_inches([_short(c["title"]) for c in items])
+    legend = 0.75 + _text_inches([f"✓ {L['checklist_status'][s]}" for s in CHECK_STYLE])
+    fig, axes = _figure(8.5, 1.4 + 0.3 * len(items), left=left, bottom=0.5, right=legend)
     ax = axes[0][0]
     for status, (colour, mark) in CHECK_STYLE.items():
         rows = [i for i, c in enumerate(items) if c["status"] == status]
