@@ -286,7 +286,9 @@ def _cmd_compare(args, parser) -> int:
     results = compare_paths(Path(args.left), Path(args.right), args.decimals, args.dtype,
                             args.trust_pickles, Progress())
     if args.format == "json":
-        print(json.dumps(results, indent=2, default=str))
+        from .jsonfmt import without_nonfinite
+        print(json.dumps([without_nonfinite(r) for r in results], indent=2, default=str,
+                         allow_nan=False))
         return EXIT_OK
     print(f"| output | cosine | L1 | max abs | rel | mismatch@{args.decimals} | identical |")
     print("|---|---|---|---|---|---|---|")
