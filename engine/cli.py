@@ -15,6 +15,8 @@ from qcdoctor import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 FAIL_ON = ("info", "warning", "error", "never")
+_FORMAT_HELP = ("md (Markdown), html (one self-contained file with plots) or json; by default "
+                "a terminal gets a coloured view and anything else Markdown")
 _NO_ENV_HELP = ("ignore this machine (installed Horizon packages, board variables, a board "
                 "file in the working directory): for a case folder received from someone else")
 
@@ -30,8 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("triage", help="diagnose a case folder and print the conclusion report")
     t.add_argument("case", nargs="?", help="case folder (with case.yaml) or a case.yaml")
     t.add_argument("--example", metavar="NAME", help="diagnose a bundled example case")
-    t.add_argument("--format", choices=("md", "html", "json"), default="md")
+    t.add_argument("--format", choices=("md", "html", "json"), help=_FORMAT_HELP)
     t.add_argument("-o", "--output", metavar="FILE", help="write the report here (atomically)")
+    _color(t)
     t.add_argument("--lang", choices=("zh", "en"), help="report language (default: the case's, else zh)")
     t.add_argument("--fail-on", choices=FAIL_ON, default="never",
                    help="exit 1 when an item at or above this severity is reported")
@@ -51,8 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="the deployment checklist of a case, item by item")
     a.add_argument("case", nargs="?", help="case folder (with case.yaml) or a case.yaml")
     a.add_argument("--example", metavar="NAME", help="audit a bundled example case")
-    a.add_argument("--format", choices=("md", "html", "json"), default="md")
+    a.add_argument("--format", choices=("md", "html", "json"), help=_FORMAT_HELP)
     a.add_argument("-o", "--output", metavar="FILE", help="write the audit here (atomically)")
+    _color(a)
     a.add_argument("--lang", choices=("zh", "en"))
     a.add_argument("--fail-on", choices=FAIL_ON, default="never",
                    help="exit 1 when an item at or above this severity is reported "
@@ -94,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
     re_.add_argument("rule_id")
     re_.add_argument("--lang", choices=("zh", "en"), default="en")
     return p
+
+
+def _color(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                         help="the terminal view's colours: auto (on a terminal, unless NO_COLOR "
+                              "is set; FORCE_COLOR forces them), always (also through a pipe), "
+                              "never")
 
 
 def _allow_outside(command: argparse.ArgumentParser) -> None:
@@ -223,10 +234,32 @@ def _diagnose_and_emit(args, audit: bool) -> int:
         report = triage_case(case, case_files=files, **options)
         # never over case.yaml nor any file this run read (script, config, tables, ...)
         protected = [case.file, *sorted(files.read)]
-    _emit(render(report, args.format, audit=audit), args.output, protected)
+    terminal = _terminal_colors(args) if args.format is None and args.output is None else None
+    if terminal is not None:
+        import shutil
+
+        from .terminal_report import render_terminal
+        text = render_terminal(report, audit=audit, color=terminal,
+                               width=shutil.get_terminal_size().columns)
+    else:
+        text = render(report, args.format or "md", audit=audit)
+    _emit(text, args.output, protected)
     if args.fail_on != "never" and max_severity(report) >= SEVERITY_RANK[args.fail_on]:
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def _terminal_colors(args) -> bool | None:
+    """With no --format: None for plain Markdown (stdout is no terminal: scripts read it),
+    else whether the terminal view has colours. --color always/never beats NO_COLOR and
+    FORCE_COLOR; FORCE_COLOR also colours a pipe; NO_COLOR beats FORCE_COLOR."""
+    no_color = bool(os.environ.get("NO_COLOR"))
+    force = os.environ.get("FORCE_COLOR", "") not in ("", "0")
+    if args.color == "always" or (args.color == "auto" and force and not no_color):
+        return True
+    if not sys.stdout.isatty():
+        return None
+    return args.color == "auto" and not no_color
 
 
 def _cmd_triage(args, parser) -> int:
