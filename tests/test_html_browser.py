@@ -90,7 +90,7 @@ def browser(pages):
 
 
 def _open(browser, page_file: Path, javascript: bool = True):
-    context = browser.new_context(viewport={"width": 1000, "height": 1400},
+    context = browser.new_context(viewport={"width": 1000, "height": 2000},
                                   java_script_enabled=javascript)
     page = context.new_page()
     problems, requests = [], []
