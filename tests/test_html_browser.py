@@ -37,6 +37,8 @@ LAID_OUT = """() => {
     rows: [...document.querySelectorAll("table.checklist tbody tr")].map((r) =>
       [r.innerText, colour(r.querySelector("td")), colour(r.querySelector(".badge"))]),
     buttons: [...document.querySelectorAll("button.copy")].map((b) => b.checkVisibility()),
+    broken: [...document.querySelectorAll("a[href^='#']")].map((a) => a.hash.slice(1))
+      .filter((id) => !document.getElementById(id)),
   };
 }"""
 
@@ -126,6 +128,7 @@ def test_report_in_a_browser(browser, pages, tmp_path, case_id):
             assert title in text                        # failed items first, styled as failed
             assert (row_colour, badge_colour) == (FAIL_ROW, FAIL_BADGE), title
         assert all(shown["buttons"])                    # copy buttons shown with JavaScript
+        assert shown["broken"] == []                    # every rule id and contents link lands
         page.screenshot(path=str(tmp_path / f"{case_id}.png"))
     finally:
         context.close()
