@@ -118,3 +118,21 @@ def test_dump_series_per_output_and_their_plot(tmp_path):
                                               rel=1e-6)
     page = render(report, "html")
     assert 'id="plot-dumps-0"' in page and "dump 对比：hbm (x86) 对比 板端" in page
+
+
+def test_plot_text_is_literal_never_mathtext_nor_markup():
+    from qcdoctor.engine.plots import layer_curve
+    from qcdoctor.engine.report import labels
+    names = ["a$\\frac{1}{0}$b", "<tspan>x</tspan>&amp;"]
+    points = [{"row": i, "name": n, "op_type": "", "dtype": "", "cosine": c, "atol": 0.1,
+               "qscale_diff": None, "base_min": None, "base_max": None, "analy_min": None,
+               "analy_max": None, "gap": None} for i, (n, c) in enumerate(zip(names, (0.5, 0.4), strict=True))]
+    plot = layer_curve({"source": "t$x$.csv", "rows": 2, "decimated": False, "pattern": "cliff",
+                        "origin_row": 0, "worst_row": 1, "points": points}, 0, labels()["en"])
+    import html5lib
+    svg = html5lib.parse(plot.svg, namespaceHTMLElements=False)
+    texts = ["".join(t.itertext()) for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert set(names) <= set(texts) and "Per-layer error: t$x$.csv" in texts
+    assert not list(svg.iter("{http://www.w3.org/2000/svg}tspan"))
+    assert plot.caption == f"The error starts at {names[0]}; the worst layer {names[1]} comes " \
+                           "later and is not the cause."
