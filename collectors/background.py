@@ -18,7 +18,7 @@ from .files import CaseFiles
 
 
 class Collection:
-    """Facts being collected; ``facts()`` waits for them."""
+    """A case being collected; ``result()`` waits for its (facts, plot series)."""
 
     def __init__(self, case: Case, files: CaseFiles, options: dict):
         self._case, self._files, self._options = case, files, options
@@ -42,17 +42,18 @@ class Collection:
         self._child, self._pipe = child, read_end
         return self
 
-    def facts(self) -> list[dict]:
-        """The facts; what the child read or refused is recorded in ``files`` as if read here."""
+    def result(self) -> tuple[list[dict], list[dict]]:
+        """(facts, plot series); what the child read or refused is recorded in ``files`` as
+        if read here."""
         if self._child is not None:
             received = self._receive()
             if received is not None:
-                facts, read, refused = received
+                collected, read, refused = received
                 self._files.read |= read
                 self._files.refused.update(refused)
-                return facts
-        from .case_facts import collect_facts
-        return collect_facts(self._case, files=self._files, **self._options)
+                return collected
+        from .case_facts import collect_case
+        return collect_case(self._case, files=self._files, **self._options)
 
     def _receive(self):
         chunks = []
@@ -71,9 +72,9 @@ class Collection:
 def _collect_and_send(case: Case, files: CaseFiles, options: dict, pipe: int) -> None:
     code = 1
     try:
-        from .case_facts import collect_facts
-        facts = collect_facts(case, files=files, **options)
-        data = pickle.dumps((facts, files.read, files.refused), pickle.HIGHEST_PROTOCOL)
+        from .case_facts import collect_case
+        collected = collect_case(case, files=files, **options)
+        data = pickle.dumps((collected, files.read, files.refused), pickle.HIGHEST_PROTOCOL)
         view = memoryview(data)
         while view:
             view = view[os.write(pipe, view):]
@@ -85,5 +86,5 @@ def _collect_and_send(case: Case, files: CaseFiles, options: dict, pipe: int) ->
 
 
 def collect_early(case: Case, files: CaseFiles, **options) -> Collection:
-    """Start collecting the facts of ``case`` (``collect_facts`` options); see the module."""
+    """Start collecting the facts of ``case`` (``collect_case`` options); see the module."""
     return Collection(case, files, options).start()

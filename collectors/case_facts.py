@@ -16,6 +16,7 @@ from .environment import detect_march, installed_versions
 from .files import CaseFiles
 from .platform import platform_fact
 from .quant_analysis import collect_quant_analysis
+from .series import split_series
 from .stages import derive_stage_facts
 from .threshold_settings import resolve as resolve_thresholds
 from .versions import version_fact
@@ -138,11 +139,17 @@ def analysis_facts(case: Case) -> list[dict]:
     return facts
 
 
-def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,
-                  installed: dict | None = None, trust_pickles: bool = False,
-                  progress=None, use_env: bool = True,
-                  files: CaseFiles | None = None, thresholds=None) -> list[dict]:
-    """Every fact of a case; ``environ``/``installed`` are injectable for tests.
+def collect_facts(case: Case, **options) -> list[dict]:
+    """Every fact of a case, for the rules (see ``collect_case``)."""
+    return collect_case(case, **options)[0]
+
+
+def collect_case(case: Case, *, environ=None, cwd: Path | None = None,
+                 installed: dict | None = None, trust_pickles: bool = False,
+                 progress=None, use_env: bool = True,
+                 files: CaseFiles | None = None, thresholds=None
+                 ) -> tuple[list[dict], list[dict]]:
+    """(facts, plot series) of a case; ``environ``/``installed`` are injectable for tests.
 
     ``use_env=False`` (``--no-env``): nothing from this machine, only the case folder.
     Every artifact is read through ``files`` (by default: nothing outside the case
@@ -164,7 +171,8 @@ def collect_facts(case: Case, *, environ=None, cwd: Path | None = None,
                      + collect_deploy(case, platform[0], board, files) + dumps)
     # dumps of the same input stand in for missing stage results (knowledge.md §5 rev 2)
     dump_pairs = [f for f in dumps if f["type"] == "dump_pair"]
+    artifacts, series = split_series(artifacts)
     return (derive_stage_facts(case, dump_pairs) + [case_fact(case)] + evidence_facts(case)
             + platform + version_facts(case, installed)
             + user_check_facts(case) + [consistency_fact(case)] + analysis_facts(case)
-            + artifacts + files.problem_facts())
+            + artifacts + files.problem_facts()), series

@@ -17,6 +17,7 @@ def collect_dumps(case: Case, trust_pickles: bool = False, progress=None,
     if not named or case.folder is None:
         return []
     from .dumps import compare_paths  # numpy loads only when there are dumps
+    from .series import dump_series
     files = files or CaseFiles(case.folder)
     where = case.source("artifacts.dumps")
     dtype = case.get("artifacts", {}).get("dump_dtype")
@@ -53,6 +54,7 @@ def collect_dumps(case: Case, trust_pickles: bool = False, progress=None,
                       "max_abs": _finite(max((r["max_abs"] for r in compared), default=0.0)),
                       "shape_mismatch": any(r.get("shape_mismatch") or "missing" in r for r in results),
                       "source": source})
+        facts.append(dump_series(results, left, right, source))
     return facts
 
 

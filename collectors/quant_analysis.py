@@ -194,6 +194,7 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
     # numpy/pandas load only when a case has QuantAnalysis outputs
     from .compare_layers import load_compare, read_layers, row_facts
     from .sensitivity import load_sensitivity, summarise
+    from .series import layer_series, sensitivity_series
 
     facts: list[dict] = []
     # every entry but folders: a FIFO or symlink among them is refused when read, and listed
@@ -223,6 +224,7 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
     if compare is not None:
         reading = read_layers(compare, limits)
         facts += row_facts(compare, reading, rel, crel)
+        facts.append(layer_series(compare, reading, rel, crel))
         if compare.table.problems:
             facts.append(_problem(crel, "; ".join(compare.table.problems), True, crel))
         if graph is not None and reading.compared:
@@ -240,7 +242,7 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
         if summary is None:
             facts.append(_problem(srel, "no usable rows", True, srel))
             continue
-        facts.append(summary)
+        facts += [summary, sensitivity_series(sens, summary, srel)]
         if summary["top_kind"] == "weight":
             top_weight = summary["top_op"]
     for name in ADVISOR_NAMES:

@@ -28,7 +28,8 @@ def run_batch_command(args) -> int:
     jobs = default_jobs() if args.jobs is None else args.jobs
     if jobs < 1:
         raise QcdoctorError("--jobs takes 1 or more", fix="e.g. --jobs 2 (default: one per core)")
-    jsonl = args.format == "jsonl"
+    fmt = args.format or "md"        # no terminal view for a batch: its summary is the view
+    jsonl = fmt == "jsonl"
     folder = Path(args.output) if args.output else None
     if jsonl and folder:
         raise QcdoctorError("--format jsonl streams to stdout and takes no -o",
@@ -37,7 +38,7 @@ def run_batch_command(args) -> int:
         check_output_folder(folder)
     lang = args.lang or locale_language()
     cases = find_cases(args.case, args.recursive)
-    settings = Settings(fmt="jsonl" if jsonl else (args.format if folder else None),
+    settings = Settings(fmt="jsonl" if jsonl else (fmt if folder else None),
                         audit=args.command == "audit", lang=args.lang,
                         trust_pickles=args.trust_pickles, use_env=not args.no_env,
                         allow_outside=tuple(args.allow_outside), fail_on=args.fail_on)
@@ -50,7 +51,7 @@ def run_batch_command(args) -> int:
             result.text = None
         results.append(result)
     if folder:
-        write_outputs(folder, results, EXTENSIONS[args.format], lang, html=args.format == "html")
+        write_outputs(folder, results, EXTENSIONS[fmt], lang, html=fmt == "html")
     # with jsonl, stdout holds only the reports: the summary goes to stderr
     (sys.stderr if jsonl else sys.stdout).write(summary_table(results, lang))
     return worst_exit(results)

@@ -19,6 +19,9 @@ EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 FAIL_ON = ("info", "warning", "error", "never")
 # per-case report formats, and jsonl: one JSON report a line for a batch
 REPORT_FORMATS = ("md", "html", "json", "sarif", "junit", "jsonl")
+_FORMAT_HELP = ("md (Markdown), html (one self-contained file with plots), json, sarif or "
+                "junit (for CI), jsonl (a batch: one JSON report a line); by default a "
+                "terminal gets a coloured view and anything else Markdown")
 _NO_ENV_HELP = ("ignore this machine (installed Horizon packages, board variables, a board "
                 "file in the working directory): for a case folder received from someone else")
 
@@ -36,10 +39,11 @@ def _parser() -> argparse.ArgumentParser:
                                                      "or a support bundle; several make a batch"),
               _FILES)
     t.add_argument("--example", metavar="NAME", help="diagnose a bundled example case")
-    t.add_argument("--format", choices=REPORT_FORMATS, default="md")
+    t.add_argument("--format", choices=REPORT_FORMATS, help=_FORMAT_HELP)
     t.add_argument("-o", "--output", metavar="FILE",
                    help="write the report here (atomically); a folder with several cases")
     _batch_options(t)
+    _color(t)
     t.add_argument("--lang", choices=("zh", "en"), help="report language (default: the case's, else zh)")
     t.add_argument("--fail-on", choices=FAIL_ON, default="never",
                    help="exit 1 when an item at or above this severity is reported")
@@ -64,10 +68,11 @@ def _parser() -> argparse.ArgumentParser:
                                                      "or a support bundle; several make a batch"),
               _FILES)
     a.add_argument("--example", metavar="NAME", help="audit a bundled example case")
-    a.add_argument("--format", choices=REPORT_FORMATS, default="md")
+    a.add_argument("--format", choices=REPORT_FORMATS, help=_FORMAT_HELP)
     a.add_argument("-o", "--output", metavar="FILE",
                    help="write the audit here (atomically); a folder with several cases")
     _batch_options(a)
+    _color(a)
     a.add_argument("--lang", choices=("zh", "en"))
     a.add_argument("--fail-on", choices=FAIL_ON, default="never",
                    help="exit 1 when an item at or above this severity is reported "
@@ -200,6 +205,13 @@ def _complete(action: argparse.Action, paths: dict) -> argparse.Action:
 def _size(text: str) -> int:
     from .pack import parse_size
     return parse_size(text)
+
+
+def _color(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                         help="the terminal view's colours: auto (on a terminal, unless NO_COLOR "
+                              "is set; FORCE_COLOR forces them), always (also through a pipe), "
+                              "never")
 
 
 def _allow_outside(command: argparse.ArgumentParser) -> None:
@@ -348,11 +360,20 @@ def _diagnose_and_emit(args, audit: bool) -> int:
         from .outputs import render_output
         from .triage import triage_case
         report = triage_case(case, lang=args.lang, full_checklist=audit, case_files=files,
-                             display_path=display_path, facts=collection.facts(),
+                             display_path=display_path, collected=collection.result(),
                              use_env=not args.no_env)
     # never over case.yaml, the bundle, nor any file this run read (script, tables, ...)
     protected = [] if args.example else [Path(args.case), case.file, *sorted(files.read)]
-    _emit(render_output(report, args.format, audit=audit), args.output, protected)
+    terminal = _terminal_colors(args) if args.format is None and args.output is None else None
+    if terminal is not None:
+        import shutil
+
+        from .terminal_report import render_terminal
+        text = render_terminal(report, audit=audit, color=terminal,
+                               width=shutil.get_terminal_size().columns)
+    else:
+        text = render_output(report, args.format or "md", audit=audit)
+    _emit(text, args.output, protected)
     if args.fail_on != "never" and max_severity(report) >= SEVERITY_RANK[args.fail_on]:
         return EXIT_FINDINGS
     return EXIT_OK
@@ -373,6 +394,19 @@ def _opened_case(args):
             yield path, args.case
     else:
         yield args.case, None
+
+
+def _terminal_colors(args) -> bool | None:
+    """With no --format: None for plain Markdown (stdout is no terminal: scripts read it),
+    else whether the terminal view has colours. --color always/never beats NO_COLOR and
+    FORCE_COLOR; FORCE_COLOR also colours a pipe; NO_COLOR beats FORCE_COLOR."""
+    no_color = bool(os.environ.get("NO_COLOR"))
+    force = os.environ.get("FORCE_COLOR", "") not in ("", "0")
+    if args.color == "always" or (args.color == "auto" and force and not no_color):
+        return True
+    if not sys.stdout.isatty():
+        return None
+    return args.color == "auto" and not no_color
 
 
 def _cmd_triage(args, parser) -> int:
@@ -441,7 +475,9 @@ def _cmd_compare(args, parser) -> int:
     results = compare_paths(Path(args.left), Path(args.right), args.decimals, args.dtype,
                             args.trust_pickles, Progress())
     if args.format == "json":
-        print(json.dumps(results, indent=2, default=str))
+        from .jsonfmt import without_nonfinite
+        print(json.dumps([without_nonfinite(r) for r in results], indent=2, default=str,
+                         allow_nan=False))
         return EXIT_OK
     print(f"| output | cosine | L1 | max abs | rel | mismatch@{args.decimals} | identical |")
     print("|---|---|---|---|---|---|---|")

@@ -15,6 +15,7 @@ from qcdoctor import __version__
 from .derived import STATUS_RANK, conclusion_fact, derived_facts, fill, last_producers, rolled_up
 from .rulebook import Rule, checklist_items
 from .runner import Hit, RuleRunner, bundled_runner, canonical, engine_fact
+from .series import series_section
 from .snippets import render_snippet
 from .text import render
 from .vocabulary import COST_CLASSES, is_deployment_problem
@@ -37,7 +38,9 @@ def _text(rule: Rule, key: str, lang: str, bindings: dict) -> str:
 
 
 def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: dict,
-                 case_context: dict, files: list[str], full_checklist: bool = False) -> dict:
+                 case_context: dict, files: list[str], full_checklist: bool = False,
+                 series: list[dict] | None = None) -> dict:
+    """``series``: the plot series the collectors kept beside the facts."""
     conclusion = conclusion_fact(hits)
     stage = conclusion["stage"] if conclusion else "undetermined"
     report = {
@@ -80,11 +83,13 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
         if "conclusion" in then and first("evidence", message):
             prefix = "" if rule.id == winner else _OVERRIDDEN[lang]
             report["conclusion"]["evidence"].append({"rule": rule.id, "text": prefix + message,
-                                                     "severity": rule.severity})
+                                                     "severity": rule.severity,
+                                                     "overridden": bool(prefix)})
         if "evidence" in then and stage in then["evidence"]["for_stage"] and \
                 first("evidence", message):
             report["conclusion"]["evidence"].append({"rule": rule.id, "text": message,
-                                                     "severity": rule.severity})
+                                                     "severity": rule.severity,
+                                                     "overridden": False})
         if "missing" in then and first("missing", then["missing"]):
             report["missing"].append({"id": then["missing"], "question": message,
                                       "why": _text(rule, "rationale", lang, b), "rule": rule.id})
@@ -128,7 +133,8 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
         report["thresholds"] = DEFAULT.as_dict()
     if not report["conclusion"]["evidence"]:
         report["conclusion"]["evidence"].append({"rule": "", "text": _FALLBACK[lang],
-                                                 "severity": "warning"})
+                                                 "severity": "warning", "overridden": False})
+    report["series"] = series_section(facts, series or [])
     return report
 
 

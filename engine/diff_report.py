@@ -110,5 +110,5 @@ def render_diff(diff: dict, fmt: str, lang: str) -> str:
     from .templating import render_template
     body = markdown.markdown(text, extensions=["tables"])
     from .report import labels
-    return render_template("report.html.j2", autoescape=True, body=body,
+    return render_template("page.html.j2", autoescape=True, body=body,
                            title=labels()[lang]["diff"]["title"], lang=lang)

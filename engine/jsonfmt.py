@@ -66,3 +66,17 @@ def dumps(value) -> str:
         except ValueError:          # NaN / Inf: let the positional writer say so
             pass
     return _encode(value)
+
+
+def without_nonfinite(result: dict) -> dict:
+    """A flat result for strict JSON: NaN and Infinity (which JSON lacks) become null, and
+    a ``notes`` entry names each such field and what it was."""
+    out, notes = {}, []
+    for key, value in result.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            notes.append(f"{key} was {value!r} (not a JSON number): written as null")
+            value = None
+        out[key] = value
+    if notes:
+        out["notes"] = notes
+    return out

@@ -10,7 +10,7 @@ from qcdoctor.collectors.environment import THIS_MACHINE
 
 from .bundled import load_yaml
 from .fact_types import STAGES
-from .templating import new_environment, render_template
+from .templating import new_environment
 from .text import render as fill
 from .vocabulary import CONCLUSION_LABELS, is_deployment_problem, stage_label
 
@@ -142,7 +142,7 @@ def view_model(report: dict) -> dict:
         f = stages.get(s)
         if not f or (f["status"] == "unknown" and f["source"] == "not given"):
             continue
-        rows.append({"label": label(s), "status": L["statuses"][f["status"]],
+        rows.append({"label": label(s), "status": L["statuses"][f["status"]], "state": f["status"],
                      "metric": f.get("metric") or "", "value": f"{f['value']:.6g}" if f["has_value"] else "",
                      "note": _basis(f, L, lang), "source": source_text(f["source"], lang)})
     platform = (_facts_of(report, "platform") or [{}])[0]
@@ -319,17 +319,6 @@ def render_audit_markdown(report: dict) -> str:
     return _markdown_environment().get_template("audit.md.j2").render(**view)
 
 
-def render_html(report: dict, markdown_text: str | None = None) -> str:
-    import markdown  # only HTML output needs it
-
-    body = markdown.markdown(markdown_text if markdown_text is not None else
-                             render_markdown(report),
-                             extensions=["tables", "fenced_code"])
-    title = labels()[report["language"]]["title"]
-    return render_template("report.html.j2", autoescape=True, body=body, title=title,
-                           lang=report["language"])
-
-
 def render_json(report: dict) -> str:
     return json.dumps(report, ensure_ascii=False, indent=2) + "\n"
 
@@ -337,10 +326,9 @@ def render_json(report: dict) -> str:
 def render(report: dict, fmt: str, audit: bool = False) -> str:
     if fmt == "json":
         return render_json(report)
-    if audit:
-        if fmt == "html":
-            return render_html(report, render_audit_markdown(report))
-        return render_audit_markdown(report)
     if fmt == "html":
-        return render_html(report)
+        from .html_report import render_html  # matplotlib loads only for HTML
+        return render_html(report, audit=audit)
+    if audit:
+        return render_audit_markdown(report)
     return render_markdown(report)

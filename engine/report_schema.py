@@ -32,7 +32,11 @@ REPORT_SPEC = Mapping({
     "case": Mapping({"path": Text(), "title": Text()}),
     "language": _LANG,
     "conclusion": Mapping({"stage": Choice(CONCLUSION_STAGES), "suspect": Text(),
-                           "determined": Flag(), "evidence": ListOf(_RULED_TEXT)}),
+                           "determined": Flag(),
+                           # overridden: a conclusion a higher-priority one replaced
+                           "evidence": ListOf(Mapping({"rule": Text(), "text": Text(),
+                                                       "severity": _SEVERITY,
+                                                       "overridden": Flag()}))}),
     "missing": ListOf(Mapping({"id": Text(), "question": Text(), "why": Text(),
                                "rule": Text()})),
     "ask": ListOf(Text()),
@@ -63,6 +67,12 @@ REPORT_SPEC = Mapping({
                              "produced": Mapping(values=Anything())})),
     "thresholds": Mapping(values=Number()),
     "threshold_sources": Mapping(values=Text()),
+    # the data behind the HTML report's plots (the README lists the fields and their units)
+    "series": Mapping({"stages": ListOf(Mapping(values=Anything())),
+                       "first_abnormal": Anything(),
+                       "layers": ListOf(Mapping(values=Anything())),
+                       "sensitivity": ListOf(Mapping(values=Anything())),
+                       "dumps": ListOf(Mapping(values=Anything()))}),
 })
 REQUIRED = ("schema", "case", "language", "conclusion", "missing", "next_actions",
             "consistency", "findings", "checklist", "pitfalls", "artifacts", "facts")

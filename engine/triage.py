@@ -32,18 +32,22 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
                 environ=None, cwd: Path | None = None, installed: dict | None = None,
                 display_path: str | None = None, trust_pickles: bool = False,
                 full_checklist: bool = False, progress=None, use_env: bool = True,
-                case_files: CaseFiles | None = None, facts: list[dict] | None = None) -> dict:
+                case_files: CaseFiles | None = None,
+                collected: tuple[list[dict], list[dict]] | None = None) -> dict:
     """``case_files`` says what may be read (default: the case folder only) and keeps
-    what was read, so callers can protect those files. ``facts``: the case's facts when
-    already collected (``collectors.background``); the collection options then go unused."""
+    what was read, so callers can protect those files. ``collected``: the case's (facts,
+    plot series) when already collected (``collectors.background``); the collection
+    options then go unused."""
     runner = runner or bundled_runner()
     runner.warm()           # the engine worker starts while the facts are collected
     thresholds, threshold_sources = resolve_thresholds(case, use_env)
-    if facts is None:
-        from qcdoctor.collectors.case_facts import collect_facts
-        facts = collect_facts(case, environ=environ, cwd=cwd, installed=installed,
-                              trust_pickles=trust_pickles, progress=progress, use_env=use_env,
-                              files=case_files or CaseFiles(case.folder), thresholds=thresholds)
+    if collected is None:
+        from qcdoctor.collectors.case_facts import collect_case
+        collected = collect_case(case, environ=environ, cwd=cwd, installed=installed,
+                                 trust_pickles=trust_pickles, progress=progress,
+                                 use_env=use_env, files=case_files or CaseFiles(case.folder),
+                                 thresholds=thresholds)
+    facts, series = collected
     try:
         hits = run_rules(facts, runner)
     except EngineFailure as failure:
@@ -53,7 +57,8 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
     info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
     report = build_report(facts, hits, lang=lang, case_info=info,
                           case_context=case_context(case, facts),
-                          files=list_case_files(case.folder), full_checklist=full_checklist)
+                          files=list_case_files(case.folder), full_checklist=full_checklist,
+                          series=series)
     if "thresholds" in report:          # the values this case was read with, and from where
         report["thresholds"] = thresholds.as_dict()
         report["threshold_sources"] = threshold_sources

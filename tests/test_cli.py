@@ -68,7 +68,7 @@ def test_html_escapes_user_text(case, capsys):
     page = capsys.readouterr().out
     assert "<script>alert" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert "<table>" in page and "<h2>Summary</h2>" in page
+    assert "<table class=\"stages\">" in page and "<h2>Summary</h2>" in page
 
 
 @pytest.mark.parametrize("content,words", [
@@ -116,7 +116,8 @@ def test_collect_prints_facts_with_sources(case, capsys):
 def test_help_imports_neither_torch_nor_pandas():
     code = ("import sys; from qcdoctor.engine.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "heavy = [m for m in ('torch', 'pandas', 'durable', 'jinja2') if m in sys.modules]\n"
+            "heavy = [m for m in ('torch', 'pandas', 'durable', 'jinja2', 'matplotlib', 'rich')\n"
+            "         if m in sys.modules]\n"
             "print(heavy)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip().splitlines()[-1] == "[]"
@@ -156,6 +157,7 @@ def test_rule_docs_cover_every_rule(tmp_path):
 def test_a_case_without_analysis_outputs_or_dumps_never_loads_numpy_or_pandas():
     code = ("import sys\nfrom qcdoctor.engine.cli import main\n"
             "main(['triage', '--example', 'board_nv12_deploy', '-o', '/dev/null'])\n"
-            "print('HEAVY:' + ','.join(m for m in ('numpy', 'pandas', 'torch') if m in sys.modules))")
+            "print('HEAVY:' + ','.join(m for m in ('numpy', 'pandas', 'torch', 'matplotlib')\n"
+            "                           if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip().endswith("HEAVY:"), result.stdout + result.stderr

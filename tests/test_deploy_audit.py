@@ -183,4 +183,4 @@ def test_audit_html_escapes_user_text(tmp_path, capsys):
     assert main(["audit", str(folder), "--format", "html", "--lang", "en"]) == 0
     page = capsys.readouterr().out
     assert "<img src=x" not in page and "&lt;img src=x" in page
-    assert "<table>" in page and "FAIL" in page
+    assert "<table class=\"checklist\">" in page and "FAIL" in page

@@ -168,3 +168,14 @@ def test_compare_cli(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)[0]["max_abs"] == pytest.approx(1.0)
     assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "nope.npy")]) == 2
     assert "no such dump" in capsys.readouterr().err
+
+
+def test_compare_json_is_strict_json_with_a_note_for_what_json_cannot_hold(tmp_path, capsys):
+    np.save(tmp_path / "a.npy", np.ones(8, np.float32))
+    np.save(tmp_path / "zeros.npy", np.zeros(8, np.float32))     # rel = max_abs / 0
+    assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "zeros.npy"),
+                 "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    (result,) = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    assert result["rel"] is None and result["max_abs"] == 1.0
+    assert result["notes"] == ["rel was inf (not a JSON number): written as null"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,7 @@ def test_specific_example_advice():
 
 def _check(path: Path, text: str) -> None:
     if UPDATE or not path.exists():
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         if not UPDATE:
             pytest.fail(f"golden file {path.name} was missing and has been written; re-run")
@@ -123,3 +124,30 @@ def test_json_report_contract(name):
         assert {"name", "present", "path"} <= set(keep)
     for t in report["trace"]:
         assert {"rule", "facts", "produced"} <= set(t)
+
+
+# the HTML report's golden files hold its structure: each inline SVG is reduced to the
+# texts it shows (title, axis labels, legend, ticks), its drawing left out, and the page's
+# style sheet and script (the same in every report) are left out too
+HTML_GOLDEN = [("convert_quant_analysis", False), ("board_nv12_deploy", True)]
+
+
+def html_structure(page: str) -> str:
+    def texts(svg):
+        shown = re.findall(r"<text\b[^>]*>(.*?)</text>", svg.group(0), flags=re.S)
+        return "<svg>\n" + "".join(f"  <text>{t}</text>\n" for t in shown) + "</svg>"
+    page = re.sub(r"(?s)<(style|script)>.*?</\1>", r"<\1>…</\1>", page)
+    return re.sub(r"(?s)<svg\b.*?</svg>", texts, page)
+
+
+@pytest.mark.parametrize("name,audit", HTML_GOLDEN)
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_golden_html(name, audit, lang):
+    with example_path(name) as path:
+        report = triage_case(load_case(path), lang=lang, environ={}, installed={}, cwd=path,
+                             display_path=f"example:{name}", full_checklist=audit)
+    page = render(report, "html", audit=audit)
+    if lang == "en":
+        assert page == render(report, "html", audit=audit)    # byte-stable, SVG included
+    suffix = ".audit" if audit else ""
+    _check(GOLDEN / "html" / f"{name}{suffix}.{lang}.html", html_structure(page))

@@ -87,16 +87,59 @@ def _check_html(page: str) -> str:
     return "".join(tree.find("body").itertext())
 
 
+SVG = "{http://www.w3.org/2000/svg}"
+# every element the HTML report's template and matplotlib's SVG writer emit
+REPORT_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "nav", "main",
+               "section", "footer", "h1", "h2", "h3", "p", "ul", "ol", "li", "dl", "dt", "dd",
+               "a", "span", "strong", "em", "code", "pre", "div", "button", "table", "thead",
+               "tbody", "tr", "th", "td", "figure", "figcaption", "script", "details", "summary"}
+SVG_TAGS = {"svg", "defs", "g", "path", "use", "clipPath", "rect", "text", "pattern", "style"}
+
+
+def _check_report_html(page: str) -> tuple[str, list[str]]:
+    """The HTML report: only its own elements, links within the page, the one script, no
+    event handler, no source of anything; (the body's text, the plots' SVG texts)."""
+    from qcdoctor.engine.html_report import COPY_SCRIPT
+    tree = html5lib.parse(page, namespaceHTMLElements=False)
+    anchors = {e.get("id") for e in tree.iter() if e.get("id")}
+    svg_text = []
+    for element in tree.iter():
+        tag = element.tag if isinstance(element.tag, str) else ""
+        if tag.startswith(SVG):
+            assert tag[len(SVG):] in SVG_TAGS, tag
+            if tag == SVG + "text":
+                svg_text.append("".join(element.itertext()))
+        else:
+            assert tag in REPORT_TAGS or not tag, tag
+        for name, value in element.attrib.items():
+            name = name if isinstance(name, str) else name[1]
+            assert not name.lower().startswith("on"), (tag, name)
+            assert name.lower() not in ("src", "srcset", "action", "formaction"), (tag, name)
+            assert "javascript:" not in value.lower(), (tag, name, value)
+            if name.lower() == "href":               # a, and SVG's <use>: within the page
+                assert value.startswith("#") and value[1:] in anchors, (tag, value)
+            if name == "style":
+                assert tag.startswith(SVG), (tag, value)
+    assert ["".join(s.itertext()) for s in tree.iter("script")] == ["\n" + COPY_SCRIPT + "\n"]
+    for code in tree.iter("code"):
+        text = "".join(code.itertext())
+        assert "&lt;" not in text and "&amp;" not in text, text      # escaped once only
+    return "".join(tree.find("body").itertext()), svg_text
+
+
 def test_html_reports_hold_no_markup_from_user_text(reports):
     for key, page in reports.items():
         if key[2] != "html":
             continue
-        shown = _check_html(page)
+        shown, svg_text = _check_report_html(page)
         # the user's text is shown as the characters it is, not dropped
         assert "<script>alert(" in shown, key
         assert "[x](javascript:alert(" in shown, key
         if not key[1]:                                   # triage: the QuantAnalysis part
             assert "head.<script>alert(1)</script>" in shown, key
+            # and in the plots: layer names label the sensitivity bars, escaped as text
+            assert {"head.<script>alert(1)</script>", "rsqrt<svg/onload=alert(9)>"} <= \
+                set(svg_text), (key, svg_text)
 
 
 def test_markdown_reports_hold_no_markup_from_user_text(reports):

@@ -1,0 +1,87 @@
+"""The HTML report: rendered from the Diagnosis with its own template, plots inline.
+
+One self-contained file: inline CSS, inline SVG plots, one small inline script (the copy
+buttons, which stay hidden without JavaScript), no network, system fonts. Every string
+from a case goes through Jinja's autoescaping (or ``message`` for rule messages).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from markupsafe import Markup, escape
+
+from .diagnose import STATUS_RANK
+from .report import DEPLOY_FINDING_PREFIXES, view_model
+from .templating import new_environment
+
+# the only script of the page: shows the copy buttons and copies their block's code
+COPY_SCRIPT = """document.querySelectorAll("button.copy").forEach(function (b) {
+  b.hidden = false;
+  b.addEventListener("click", function () {
+    var code = document.getElementById(b.dataset.target).textContent;
+    navigator.clipboard.writeText(code).then(function () {
+      b.textContent = b.dataset.done;
+    }, function () {});
+  });
+});"""
+
+
+def message(value) -> Markup:
+    """A rule message: its `code` spans (values in them hold no backtick, engine/text.py)
+    become <code>; everything is escaped."""
+    parts = str(value).split("`")
+    if len(parts) % 2 == 0:                     # unbalanced: no code at all
+        return escape(value)
+    return Markup("").join(Markup("<code>{}</code>").format(p) if i % 2 else escape(p)
+                           for i, p in enumerate(parts))
+
+
+def _rule_links(value) -> Markup:
+    """Rule ids in a text ("rule ST050") as links to their explanation below."""
+    return Markup(re.sub(r"\b([A-Z]{2}\d{3})\b", r'<a href="#rule-\1">\1</a>', str(escape(value))))
+
+
+@lru_cache(maxsize=1)
+def _environment():
+    return new_environment(autoescape=True, filters={"message": message, "rule_links": _rule_links})
+
+
+def _cited_rules(report: dict, lang: str) -> list[dict]:
+    from .rulebook import rule_by_id
+    ids = dict.fromkeys(t["rule"] for t in report["trace"])
+    out = []
+    for rule_id in ids:
+        rule = rule_by_id(rule_id)
+        if rule is not None:
+            out.append({"id": rule.id, "title": rule.title[lang], "why": rule.rationale[lang],
+                        "severity": rule.severity})
+    return out
+
+
+def failed_first(checklist: list[dict]) -> list[dict]:
+    """Checklist items, worst status first (fail, unknown, pass, n/a), else in order."""
+    return sorted(checklist, key=lambda c: -STATUS_RANK[c["status"]])
+
+
+def render_html(report: dict, audit: bool = False) -> str:
+    from qcdoctor import __version__
+
+    from .plots import report_plots
+    view = view_model(report)
+    L = view["L"]
+    plots: dict[str, list] = {}              # kind (stages, layers, ...) -> its plots
+    for plot in report_plots(report, L):
+        plots.setdefault(plot.id.split("-")[1], []).append(plot)
+    view.update(
+        audit=audit, plots=plots,
+        checklist=failed_first(report["checklist"]), rules=_cited_rules(report, view["lang"]),
+        counts={s: sum(c["status"] == s for c in report["checklist"])
+                for s in ("pass", "fail", "unknown", "not_applicable")},
+        deploy_findings=[f for f in report["findings"]
+                         if f["rule"].startswith(DEPLOY_FINDING_PREFIXES)],
+        unknown_items=[c for c in report["checklist"] if c["status"] == "unknown"],
+        copy_script=COPY_SCRIPT, V=L["view"],
+        footer=L["view"]["generated_by"].format(version=__version__))
+    return _environment().get_template("report.html.j2").render(**view)
