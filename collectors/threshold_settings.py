@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 from dataclasses import fields, replace
+from functools import lru_cache
 from pathlib import Path
 
 from qcdoctor.engine.errors import QcdoctorError
@@ -71,17 +72,30 @@ def find_config(folder: Path | None, use_env: bool) -> tuple[Path, dict] | None:
     return None
 
 
-def _table(path: Path, keys: tuple[str, ...]) -> dict | None:
+def _toml():
     try:
         import tomllib
     except ModuleNotFoundError:         # Python 3.10
         import tomli as tomllib
+    return tomllib
+
+
+@lru_cache(maxsize=32)
+def _parsed(path: str, mtime_ns: int, size: int) -> dict:
+    """A settings file's TOML, parsed once per version of the file (a batch of cases
+    under one project reads the same pyproject.toml for every case)."""
+    return _toml().loads(Path(path).read_text(encoding="utf-8"))
+
+
+def _table(path: Path, keys: tuple[str, ...]) -> dict | None:
+    tomllib = _toml()
     try:
-        if path.stat().st_size > limits.CASE_FILE_BYTES:
+        info = path.stat()
+        if info.st_size > limits.CASE_FILE_BYTES:
             raise QcdoctorError(f"larger than the {limits.size_text(limits.CASE_FILE_BYTES)} "
                                 "limit for a settings file", file=str(path),
                                 fix="keep only the settings in it")
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = _parsed(str(path), info.st_mtime_ns, info.st_size)
     except (OSError, UnicodeDecodeError) as exc:
         raise QcdoctorError(f"cannot read it: {exc}", file=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
