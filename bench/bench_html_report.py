@@ -6,7 +6,7 @@ The case: a 50,000-row compare_per_layer table (23 columns, CSV without index, a
 profiler writes it), a sensitivity table, and x86/board dumps of four outputs, so the
 report plots the stage chain, the per-layer curve, the sensitivity bars and the dumps.
 
-- cold CLI: ``qcdoctor triage CASE --format html -o F`` vs ``--format md -o F``,
+- cold CLI: ``qcdoctor triage CASE --format html -o F`` vs ``--format md -o F`` (in turns),
   target <= 3x;
 - in process (after a warm-up): triage + HTML rendering vs triage + Markdown rendering,
   target <= 3x;
@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the fixture writers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_triage import QCDOCTOR, big_table_case, cold, verdict  # noqa: E402
-from timing import spread  # noqa: E402
+from bench_triage import QCDOCTOR, big_table_case, run, verdict  # noqa: E402
+from timing import interleaved, spread  # noqa: E402
 
 from qcdoctor.collectors.case_file import load_case  # noqa: E402
 from qcdoctor.engine.report import render  # noqa: E402
@@ -62,9 +62,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         case = plotted_case(Path(tmp) / "case")
         out = Path(tmp) / "report"
-        md = cold(QCDOCTOR + ["triage", str(case), "--format", "md", "-o", f"{out}.md"], runs=5)
-        html = cold(QCDOCTOR + ["triage", str(case), "--format", "html", "-o", f"{out}.html"],
-                    runs=5)
+        md, html = interleaved(
+            run(QCDOCTOR + ["triage", str(case), "--format", "md", "-o", f"{out}.md"]),
+            run(QCDOCTOR + ["triage", str(case), "--format", "html", "-o", f"{out}.html"]), runs=5)
         page = Path(f"{out}.html").read_text(encoding="utf-8")
 
         loaded = load_case(case)
