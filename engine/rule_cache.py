@@ -15,8 +15,9 @@ import io
 import os
 import pickle
 import sys
-import tempfile
 from pathlib import Path
+
+from .atomic import replaced_atomically
 
 _FORMAT = b"qcdoctor-rules-1"
 # the code whose behaviour is frozen into cached rules
@@ -98,15 +99,10 @@ def write(key: str, rules: tuple) -> None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".rules-")
-        with os.fdopen(handle, "wb") as out:
+        with replaced_atomically(path, 0o600) as temporary, open(temporary, "wb") as out:
             pickle.dump({"key": key, "rules": rules}, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, path)
         for stale in path.parent.glob("rules-*.pickle"):    # other versions' caches
             if stale != path:
                 stale.unlink(missing_ok=True)
     except Exception:  # noqa: BLE001 - a read-only or full disk only costs speed
-        try:
-            os.unlink(temporary)
-        except (OSError, UnboundLocalError):
-            pass
+        pass                            # (the temporary file is already removed)
