@@ -8,12 +8,14 @@ so the browser draws it with the page's system fonts, Chinese included.
 
 from __future__ import annotations
 
+import gc
 import io
 import math
 import re
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from .fact_types import CHECKLIST_STATUSES
 from .vocabulary import stage_label
@@ -41,7 +43,9 @@ def _pyplot():
     matplotlib.rcParams.update({
         "svg.hashsalt": "qcdoctor", "svg.fonttype": "none", "text.parse_math": False,
         "font.family": "sans-serif", "font.size": 9, "axes.titlesize": 10,
-        "figure.dpi": 72})
+        "figure.dpi": 72,
+        # a title at a fixed height: placing it above the tick labels measures them all
+        "axes.titley": 1.0, "axes.titlepad": 6.0})
     import matplotlib.pyplot as plt
     return plt
 
@@ -82,15 +86,24 @@ def _figure(width: float, height: float, rows: int = 1, *, left: float = 0.8,
     fig, axes = _pyplot().subplots(rows, 1, figsize=(width, height), squeeze=False, **kwargs)
     fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
                         top=1 - top / height, hspace=0.12)
+    # axis labels pinned near the figure's edges, inside the margins made for the tick
+    # labels: placing them beside the tick labels measures every one of those
+    from matplotlib.ticker import MaxNLocator
+    for ax in axes[:, 0]:
+        for axis in (ax.xaxis, ax.yaxis):   # a few ticks: each one is five artists to draw
+            axis.set_major_locator(MaxNLocator(nbins=6))
+        box = ax.get_position()
+        ax.yaxis.set_label_coords(-(left - 0.14) / (box.width * width), 0.5)
+        ax.xaxis.set_label_coords(0.5, -(box.y0 * height - 0.2) / (box.height * height))
     return fig, axes
 
 
 def _log_axis(ax) -> None:
     """A log scale with plain tick labels (the default ones are mathtext, which is off)."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, NullLocator
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_locator(NullLocator())   # unlabelled minor ticks: most of the plot's time
 
 
 def _yes_no(value: bool, L: dict) -> str:
@@ -282,12 +295,49 @@ def report_plots(report: dict, L: dict) -> list[Plot]:
     """Every plot the report's data supports, in reading order."""
     lang = report["language"]
     series = report["series"]
-    plots = []
+    drawings = []
     if any(s["value"] is not None for s in series["stages"]):
-        plots.append(stage_chain(series, L, lang))
-    plots += [layer_curve(t, i, L) for i, t in enumerate(series["layers"]) if t["points"]]
-    plots += [sensitivity_bars(t, i, L) for i, t in enumerate(series["sensitivity"]) if t["ops"]]
-    plots += [dump_bars(p, i, L, lang) for i, p in enumerate(series["dumps"]) if p["outputs"]]
+        drawings.append(partial(stage_chain, series, L, lang))
+    drawings += [partial(layer_curve, t, i, L)
+                 for i, t in enumerate(series["layers"]) if t["points"]]
+    drawings += [partial(sensitivity_bars, t, i, L)
+                 for i, t in enumerate(series["sensitivity"]) if t["ops"]]
+    drawings += [partial(dump_bars, p, i, L, lang)
+                 for i, p in enumerate(series["dumps"]) if p["outputs"]]
     if report["checklist"]:
-        plots.append(audit_matrix(report["checklist"], L))
+        drawings.append(partial(audit_matrix, report["checklist"], L))
+    return _drawn(drawings)
+
+
+def _drawn(drawings: list) -> list[Plot]:
+    """Every drawing's plot, in order; with two or more, every other one is drawn in a
+    forked child meanwhile (a plot is all CPU: the second core halves the wait)."""
+    from .forked import MISSING, ForkedCall
+    _pyplot()                                   # imported once, before the fork
+    with _collector_paused():
+        if len(drawings) < 2:
+            return [draw() for draw in drawings]
+        theirs = drawings[1::2]
+        child = ForkedCall(lambda: [draw() for draw in theirs]).start()
+        mine = [draw() for draw in drawings[0::2]]
+        drawn = child.result()
+        if drawn is MISSING:                    # drawn here instead, errors as always
+            drawn = [draw() for draw in theirs]
+    plots = [None] * len(drawings)
+    plots[0::2], plots[1::2] = mine, drawn
     return plots
+
+
+@contextmanager
+def _collector_paused():
+    """No cyclic garbage collection while drawing: matplotlib makes thousands of objects,
+    which trigger full collections over all the caller holds (a large table's report),
+    costing up to as much again as the drawing. The figures are closed after each plot;
+    what is left is collected when the collector runs next."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

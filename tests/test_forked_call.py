@@ -1,6 +1,6 @@
 """Work done in a forked child: its value comes back whole, and any failure (an error, a
 death, threads in the caller) leaves the caller to do the work itself, with the same
-result."""
+result: for the HTML report, the same plots byte for byte."""
 
 from __future__ import annotations
 
@@ -10,7 +10,12 @@ import threading
 
 import pytest
 
+from qcdoctor.collectors.case_file import load_case
+from qcdoctor.engine import plots
+from qcdoctor.engine.examples import example_path
 from qcdoctor.engine.forked import MISSING, ForkedCall
+from qcdoctor.engine.report import render, view_model
+from qcdoctor.engine.triage import triage_case
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
 
@@ -40,3 +45,34 @@ def test_no_fork_while_other_threads_run():
     finally:
         stop.set()
         other.join()
+
+
+@pytest.fixture(scope="module")
+def plotted_report():
+    with example_path("convert_quant_analysis") as path:
+        report = triage_case(load_case(path), lang="en", environ={}, installed={}, cwd=path)
+    assert len(plots.report_plots(report, view_model(report)["L"])) >= 2   # two processes
+    return report
+
+
+def test_plots_drawn_in_a_child_equal_plots_drawn_here(plotted_report, monkeypatch):
+    forked = render(plotted_report, "html")
+    monkeypatch.setattr(ForkedCall, "start", lambda self: self)     # nothing forked
+    assert render(plotted_report, "html") == forked
+
+
+def test_a_child_that_dies_while_drawing_leaves_the_drawing_to_the_caller(plotted_report,
+                                                                          monkeypatch, tmp_path):
+    expected = render(plotted_report, "html")
+    parent = os.getpid()
+    real = plots.layer_curve
+    death = tmp_path / "died"
+
+    def dies_in_the_child(*args, **kwargs):
+        if os.getpid() != parent:
+            death.write_text("drawing in the child")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(plots, "layer_curve", dies_in_the_child)
+    assert render(plotted_report, "html") == expected
+    assert death.exists()                   # the layer curve really was the child's part
