@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .atomic import replaced_atomically
 
-_FORMAT = b"qcdoctor-rules-1"
+_FORMAT = b"qcdoctor-rules-2"
 # the code whose behaviour is frozen into cached rules
 _CODE = ("rulebook.py", "patterns.py", "fact_types.py", "vocabulary.py", "rule_cache.py")
 # what a cache file may contain: these classes and plain data, nothing else
@@ -53,14 +53,14 @@ def private_dir(name: str) -> Path | None:
     return folder
 
 
-def cache_key(sources: list[tuple[str, str]]) -> str:
-    """Hash of (name, text) of every rule file plus the parsing code and Python version."""
+def cache_key(sources: list[tuple[str, bytes]]) -> str:
+    """Hash of (name, bytes) of every rule file plus the parsing code and Python version."""
     digest = hashlib.sha256(_FORMAT + sys.version.encode())
     here = Path(__file__).resolve().parent
     for name in _CODE:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes())
-    for name, text in sources:
-        digest.update(name.encode() + b"\0" + text.encode("utf-8") + b"\0")
+    for name, data in sources:
+        digest.update(name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()
 
 
