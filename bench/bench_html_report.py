@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the fixture writers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_triage import QCDOCTOR, big_table_case, run, verdict  # noqa: E402
-from timing import interleaved  # noqa: E402
+from timing import byte_compiled, interleaved  # noqa: E402
 
 from qcdoctor.collectors.case_file import load_case  # noqa: E402
 from qcdoctor.engine.report import render  # noqa: E402
@@ -59,6 +59,7 @@ def plotted_case(folder: Path) -> Path:
 
 def main() -> int:
     results = []
+    print(f"bytecode: {byte_compiled()} package folders compiled, as an install does")
     with tempfile.TemporaryDirectory() as tmp:
         case = plotted_case(Path(tmp) / "case")
         out = Path(tmp) / "report"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the fixture writers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import interleaved, spread  # noqa: E402
+from timing import byte_compiled, interleaved, spread  # noqa: E402
 
 from qcdoctor.collectors.case_facts import collect_facts  # noqa: E402
 from qcdoctor.collectors.case_file import load_case  # noqa: E402
@@ -78,6 +78,7 @@ def big_table_case(folder: Path) -> tuple[Path, Path]:
 
 def main() -> int:
     results = []
+    print(f"bytecode: {byte_compiled()} package folders compiled, as an install does")
     bare_pass = run([sys.executable, "-c", "pass"])
     measured = [("triage --example", *interleaved(
                     bare_pass, run(QCDOCTOR + ["triage", "--example", "convert_j6e_no_retrain"])),
