@@ -7,8 +7,10 @@ Versions compare as PEP 440 (``packaging.version``): ``4.4.2rc1`` is below ``4.4
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 # A version as pip prints it. The former ``^\d+(\.\d+)*([.+-]?[0-9A-Za-z][0-9A-Za-z.+-]*)?$``
 # let its parts match the same characters, so a failing match took quadratic time; this
@@ -22,6 +24,8 @@ REQUIREMENTS = {"hbdk4-compiler": ("4.4.2", "hard"),
 
 
 def parse_version(text: str) -> Version | None:
+    # imported here: reading a case file checks a version's form, not its order
+    from packaging.version import InvalidVersion, Version
     try:
         return Version((text or "").strip())
     except InvalidVersion:
