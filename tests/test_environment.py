@@ -116,3 +116,36 @@ def test_version_comparison():
     assert at_least("4.10", "4.4.2") and at_least("4.4.2", "4.4.2")
     assert not at_least("4.4.1", "4.4.2") and not at_least("3.0.9", "3.1.2")
     assert at_least("dev", "4.4.2") is None
+
+
+def test_distribution_versions_answer_as_importlib_metadata_does():
+    from importlib import metadata
+
+    from qcdoctor.collectors.environment import distribution_versions
+    names = sorted({d.metadata["Name"] for d in metadata.distributions()})
+    assert len(names) > 10                       # pytest, pyyaml, jinja2, pandas, ...
+    assert distribution_versions(names + ["no-such-distribution"]) == {
+        name: metadata.version(name) for name in names}
+
+
+def test_distribution_versions_first_on_the_path_wins_in_every_metadata_layout(tmp_path,
+                                                                               monkeypatch):
+    from qcdoctor.collectors.environment import distribution_versions
+
+    def dist_info(folder: Path, name: str, version: str) -> None:
+        meta = folder / f"{name}-{version}.dist-info"
+        meta.mkdir(parents=True)
+        (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: x\nVersion: {version}\n"
+                                       "\nVersion: 0.0 (the body, not a header)\n")
+    first, second = tmp_path / "first", tmp_path / "second"
+    dist_info(first, "horizon_plugin_pytorch", "3.1.2rc1")
+    dist_info(second, "horizon_plugin_pytorch", "9.9.9")
+    dist_info(second, "Horizon_Plugin.Profiler", "2.0")           # spelled differently
+    egg = second / "hbdk4_compiler-4.4.2-py3.11.egg-info"           # a legacy egg-info file
+    egg.write_text("Metadata-Version: 1.1\nName: hbdk4-compiler\nVersion: 4.4.2.post1\n")
+    (first / "broken-1.0.dist-info").mkdir()                        # no METADATA: not there
+    monkeypatch.setattr("sys.path", [str(tmp_path / "gone"), str(first), str(second)])
+    assert distribution_versions(["horizon-plugin-pytorch", "horizon-plugin-profiler",
+                                  "hbdk4-compiler", "broken"]) == {
+        "horizon-plugin-pytorch": "3.1.2rc1", "horizon-plugin-profiler": "2.0",
+        "hbdk4-compiler": "4.4.2.post1"}
