@@ -26,15 +26,27 @@ _NO_ENV_HELP = ("ignore this machine (installed Horizon packages, board variable
                 "file in the working directory): for a case folder received from someone else")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command line. With ``argv`` naming a command, only that command is declared
+    (all of them take a twentieth of a short run); with other ``argv``, the commands
+    without their options (for --help and the errors); without ``argv``, everything
+    (shell completion reads it all)."""
     p = argparse.ArgumentParser(
         prog="qcdoctor",
         description="Diagnose J6 training-to-deployment consistency problems: which stage "
                     "broke, what to run next, which fix applies, what to keep for support.")
     p.add_argument("--version", action="version", version=f"qcdoctor {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = argv[0] if argv and argv[0] in _DECLARATIONS else None
+    for name, (settings, options) in _DECLARATIONS.items():
+        if chosen in (None, name):
+            command = sub.add_parser(name, **settings)
+            if argv is None or name == chosen:
+                options(command)
+    return p
 
-    t = sub.add_parser("triage", help="diagnose a case folder and print the conclusion report")
+
+def _triage_options(t: argparse.ArgumentParser) -> None:
     _complete(t.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml "
                                                      "or a support bundle; several make a batch"),
               _FILES)
@@ -53,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
     _allow_outside(t)
 
-    i = sub.add_parser("intake", help="guided questions that build CASE/case.yaml")
+
+def _intake_options(i: argparse.ArgumentParser) -> None:
     _complete(i.add_argument("case", nargs="?", default=".", help="case folder (default: here)"),
               _FOLDERS)
     i.add_argument("--lang", choices=("zh", "en"),
@@ -63,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="answers by question key (e.g. platform.chip: J6E), for scripted use")
     _allow_outside(i)
 
-    a = sub.add_parser("audit", help="the deployment checklist of a case, item by item")
+
+def _audit_options(a: argparse.ArgumentParser) -> None:
     _complete(a.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml "
                                                      "or a support bundle; several make a batch"),
               _FILES)
@@ -82,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
     _allow_outside(a)
 
-    cmp = sub.add_parser("compare", help="compare two tensor dumps (files or folders of outputs)")
+
+def _compare_options(cmp: argparse.ArgumentParser) -> None:
     cmp.add_argument("left", help="dump file or folder (.npy, .pt, .bin)")
     cmp.add_argument("right", help="the reference dump file or folder")
     cmp.add_argument("--decimals", type=int, default=4,
@@ -92,8 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--format", choices=("md", "json"), default="md")
     cmp.add_argument("--trust-pickles", action="store_true")
 
-    d = sub.add_parser("diff", help="what changed between two reports of a case (before / "
-                                    "after a fix), with a one-line verdict")
+
+def _diff_options(d: argparse.ArgumentParser) -> None:
     _complete(d.add_argument("old", help="the report before: a JSON report, a case folder or "
                                          "a bundle"), _FILES)
     _complete(d.add_argument("new", help="the report after: a JSON report, a case folder or "
@@ -108,8 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
     _allow_outside(d)
 
-    pk = sub.add_parser("pack", help="a support bundle: report, case.yaml, the files read and "
-                                     "the artifacts to keep, with a manifest")
+
+def _pack_options(pk: argparse.ArgumentParser) -> None:
     _complete(pk.add_argument("case", help="case folder (with case.yaml) or a case.yaml"),
               _FOLDERS)
     pk.add_argument("-o", "--output", metavar="BUNDLE", required=True,
@@ -121,25 +136,21 @@ def _parser() -> argparse.ArgumentParser:
                     help="allow .pt files that need full unpickling")
     pk.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
 
-    ex = sub.add_parser("examples", help="list the bundled example cases, or copy one")
+
+def _examples_options(ex: argparse.ArgumentParser) -> None:
     ex.add_argument("--copy", nargs=2, metavar=("NAME", "DIR"),
                     help="copy the example NAME into DIR (new or empty) to start a case from")
 
-    sc = sub.add_parser("schema", help="the JSON Schema of case.yaml (case-v1) or of the "
-                                       "JSON report (report-v1)")
+
+def _schema_options(sc: argparse.ArgumentParser) -> None:
     sc.add_argument("which", choices=("case", "report"))
 
-    co = sub.add_parser("completion", help="print the shell completion script")
+
+def _completion_options(co: argparse.ArgumentParser) -> None:
     co.add_argument("shell", choices=("bash", "zsh"))
 
-    pr = sub.add_parser(
-        "probe", help="measure layer metrics of two torch models and write them as "
-                      "QuantAnalysis files (imports and runs your model code)",
-        description="Compare every layer output of two torch models on one input and write "
-                    "compare_per_layer_out.{csv,txt}, output_*_sensitive_ops.{txt,pt} and "
-                    "probe_run.yaml in the profiler's formats. MOD:ATTR imports MOD (run "
-                    "from its folder or set PYTHONPATH): that runs your code, as pytest runs "
-                    "test files. Needs torch.")
+
+def _probe_options(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--baseline", required=True, metavar="MOD:ATTR",
                     help="the reference model, or a function returning it")
     pr.add_argument("--analysis", required=True, metavar="MOD:ATTR",
@@ -161,7 +172,8 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--lang", choices=("zh", "en"), help="language of the summary "
                                                         "(default: from the locale)")
 
-    c = sub.add_parser("collect", help="print the facts gathered for a case")
+
+def _collect_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("case")
     c.add_argument("--format", choices=("md", "json"), default="md")
     c.add_argument("--trust-pickles", action="store_true",
@@ -169,7 +181,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
     _allow_outside(c)
 
-    r = sub.add_parser("rules", help="list the rules or explain one")
+
+def _rules_options(r: argparse.ArgumentParser) -> None:
     rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
     rl = rsub.add_parser("list", help="one line per rule")
     rl.add_argument("--format", choices=("md", "json"), default="md")
@@ -180,7 +193,35 @@ def _parser() -> argparse.ArgumentParser:
     re_ = rsub.add_parser("explain", help="everything about one rule")
     re_.add_argument("rule_id")
     re_.add_argument("--lang", choices=("zh", "en"), default="en")
-    return p
+
+
+# command -> (its help, the function declaring its options), in the order --help lists them
+_DECLARATIONS = {
+    "triage": (dict(help="diagnose a case folder and print the conclusion report"),
+               _triage_options),
+    "intake": (dict(help="guided questions that build CASE/case.yaml"), _intake_options),
+    "audit": (dict(help="the deployment checklist of a case, item by item"), _audit_options),
+    "compare": (dict(help="compare two tensor dumps (files or folders of outputs)"),
+                _compare_options),
+    "diff": (dict(help="what changed between two reports of a case (before / after a fix), "
+                       "with a one-line verdict"), _diff_options),
+    "pack": (dict(help="a support bundle: report, case.yaml, the files read and the artifacts "
+                       "to keep, with a manifest"), _pack_options),
+    "examples": (dict(help="list the bundled example cases, or copy one"), _examples_options),
+    "schema": (dict(help="the JSON Schema of case.yaml (case-v1) or of the JSON report "
+                         "(report-v1)"), _schema_options),
+    "completion": (dict(help="print the shell completion script"), _completion_options),
+    "probe": (dict(help="measure layer metrics of two torch models and write them as "
+                        "QuantAnalysis files (imports and runs your model code)",
+                   description="Compare every layer output of two torch models on one input "
+                               "and write compare_per_layer_out.{csv,txt}, "
+                               "output_*_sensitive_ops.{txt,pt} and probe_run.yaml in the "
+                               "profiler's formats. MOD:ATTR imports MOD (run from its folder "
+                               "or set PYTHONPATH): that runs your code, as pytest runs test "
+                               "files. Needs torch."), _probe_options),
+    "collect": (dict(help="print the facts gathered for a case"), _collect_options),
+    "rules": (dict(help="list the rules or explain one"), _rules_options),
+}
 
 
 def _batch_options(command: argparse.ArgumentParser) -> None:
@@ -227,7 +268,9 @@ def _case_files(folder: Path | None, args):
 
 def main(argv: list[str] | None = None) -> int:
     _tolerant_streams()
-    parser = _parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = _parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -510,7 +553,7 @@ def _cmd_schema(args, parser) -> int:
 
 def _cmd_completion(args, parser) -> int:
     import shtab
-    sys.stdout.write(shtab.complete(parser, shell=args.shell))
+    sys.stdout.write(shtab.complete(_parser(), shell=args.shell))   # every command's options
     return EXIT_OK
 
 
