@@ -21,13 +21,13 @@ from __future__ import annotations
 import atexit
 import faulthandler
 import importlib
-import multiprocessing
 import os
 import signal
 import tempfile
 import threading
 from dataclasses import dataclass, field
 
+from .child_process import ForkedProcess
 from .errors import QcdoctorError
 
 MAX_MATCHES_PER_WORKER = 2000
@@ -57,7 +57,7 @@ class InvalidFacts(ValueError):
 
 
 def _start_method() -> str:
-    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    return "fork" if hasattr(os, "fork") else "spawn"
 
 
 def _rss_mb() -> float:
@@ -137,7 +137,7 @@ class _WorkerDied(Exception):
 
 @dataclass
 class _Worker:
-    process: multiprocessing.Process
+    process: object             # a ForkedProcess, or a multiprocessing.Process (spawn)
     conn: object
     names: frozenset
     stderr_path: str
@@ -291,15 +291,20 @@ class EngineProcess:
         return self._worker
 
     def _spawn(self) -> _Worker:
-        ctx = multiprocessing.get_context(self._method)
-        ours, theirs = ctx.Pipe()
         handle, stderr_path = tempfile.mkstemp(prefix="qcdoctor-engine-", suffix=".log")
         os.close(handle)
-        process = ctx.Process(target=_serve, args=(theirs, dict(self._catalogue),
-                                                   dict(self._programs), stderr_path),
-                              name="qcdoctor-engine", daemon=True)
-        process.start()
-        theirs.close()
+        args = (dict(self._catalogue), dict(self._programs), stderr_path)
+        if self._method == "fork":
+            process = ForkedProcess(_serve, args)
+            ours = process.channel
+        else:                               # no fork here: multiprocessing starts it afresh
+            import multiprocessing
+            ctx = multiprocessing.get_context(self._method)
+            ours, theirs = ctx.Pipe()
+            process = ctx.Process(target=_serve, args=(theirs, *args), name="qcdoctor-engine",
+                                  daemon=True)
+            process.start()
+            theirs.close()
         self.stats.workers_started += 1
         self.stats.last_worker_pid = process.pid
         return _Worker(process, ours, self._names(), stderr_path)

@@ -251,3 +251,13 @@ def test_the_cli_reports_an_engine_crash_as_a_clear_error(tmp_path):
     assert "Traceback" not in result.stderr
     assert "rule engine failed" in result.stderr and "SIGABRT" in result.stderr
     assert str(tmp_path / "case.yaml") in result.stderr
+
+
+def test_where_fork_is_missing_the_worker_is_spawned_and_answers_the_same():
+    spawned = EngineProcess(start_method="spawn")
+    try:
+        runner = _st050(spawned)
+        assert [h.rule.id for h in runner.run([TRANSITION])] == ["ST050"]
+        assert spawned.worker_pid() not in (None, os.getpid())
+    finally:
+        spawned.close()
