@@ -9,7 +9,6 @@ only the case folder itself is searched: the folders above it belong to this mac
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import fields, replace
 from functools import lru_cache
@@ -114,6 +113,7 @@ def _table(path: Path, keys: tuple[str, ...]) -> dict | None:
 
 def _checked(path: Path, key: str, name: str, value):
     if name not in BOUNDS:
+        import difflib  # only to word an error: not imported otherwise
         close = difflib.get_close_matches(name, list(BOUNDS), n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise QcdoctorError("unknown key", file=str(path), key=key,

@@ -6,7 +6,6 @@ PyYAML's safe loader loses line numbers and turns ``1e-5`` into text and ``4.10`
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from dataclasses import dataclass, field
@@ -80,6 +79,7 @@ class Choice(Spec):
         if node.tag == _BOOL_TAG and set(self.choices) >= {"yes", "no"}:
             value = "yes" if value.lower() in _TRUE else "no"
         if value not in self.choices:
+            import difflib  # only to word an error: not imported otherwise
             close = difflib.get_close_matches(value, self.choices, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             ctx.fail(node, key, f"{value!r} is not allowed", f"{hint}use one of: {self.doc}")
@@ -190,6 +190,7 @@ class Mapping(Spec):
             seen[name] = ctx.lines[path] = knode.start_mark.line + 1
             spec = self.fields.get(name, self.values)
             if spec is None:
+                import difflib  # only to word an error: not imported otherwise
                 close = difflib.get_close_matches(name, list(self.fields), n=1)
                 hint = f"did you mean '{close[0]}'? " if close else ""
                 ctx.fail(knode, path, "unknown key",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from decimal import Decimal
 
 
 def format_float(value: float) -> str:
@@ -16,6 +15,7 @@ def format_float(value: float) -> str:
         raise ValueError(f"NaN/Inf cannot be sent to the rule engine: {value!r}")
     text = repr(value)
     if "e" in text or "E" in text:
+        from decimal import Decimal  # rare: its import costs more than a case
         text = format(Decimal(text), "f")
     if "." not in text:
         text += ".0"
