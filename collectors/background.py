@@ -16,11 +16,15 @@ from .files import CaseFiles
 
 
 class Collection:
-    """A case being collected; ``result()`` waits for its (facts, plot series)."""
+    """A case being collected; ``result()`` waits for its (facts, plot series), after which
+    ``thresholds`` holds the (thresholds, sources) it was read with, when the child read it
+    (a settings file is then parsed once, not in both processes)."""
 
     def __init__(self, case: Case, files: CaseFiles, options: dict):
         self._case, self._files, self._options = case, files, options
         self._child = ForkedCall(self._collect_for_parent)
+        # (thresholds, their sources) as the child resolved them; None: resolve them here
+        self.thresholds: tuple | None = None
 
     def start(self) -> Collection:
         self._child.start()
@@ -31,7 +35,7 @@ class Collection:
         if read here."""
         received = self._child.result()
         if received is not MISSING:
-            collected, read, refused = received
+            collected, read, refused, self.thresholds = received
             self._files.read |= read
             self._files.refused.update(refused)
             return collected
@@ -40,8 +44,11 @@ class Collection:
 
     def _collect_for_parent(self):
         from .case_facts import collect_case
-        collected = collect_case(self._case, files=self._files, **self._options)
-        return collected, self._files.read, self._files.refused
+        from .threshold_settings import resolve
+        resolved = resolve(self._case, self._options.get("use_env", True))
+        collected = collect_case(self._case, files=self._files, thresholds=resolved[0],
+                                 **self._options)
+        return collected, self._files.read, self._files.refused, resolved
 
 
 def collect_early(case: Case, files: CaseFiles, **options) -> Collection:

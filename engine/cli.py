@@ -402,9 +402,10 @@ def _diagnose_and_emit(args, audit: bool) -> int:
         from .diagnose import SEVERITY_RANK, max_severity
         from .outputs import render_output
         from .triage import triage_case
+        collected = collection.result()
         report = triage_case(case, lang=args.lang, full_checklist=audit, case_files=files,
-                             display_path=display_path, collected=collection.result(),
-                             use_env=not args.no_env)
+                             display_path=display_path, collected=collected,
+                             thresholds_resolved=collection.thresholds, use_env=not args.no_env)
     # never over case.yaml, the bundle, nor any file this run read (script, tables, ...)
     protected = [] if args.example else [Path(args.case), case.file, *sorted(files.read)]
     terminal = _terminal_colors(args) if args.format is None and args.output is None else None

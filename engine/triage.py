@@ -33,14 +33,16 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
                 display_path: str | None = None, trust_pickles: bool = False,
                 full_checklist: bool = False, progress=None, use_env: bool = True,
                 case_files: CaseFiles | None = None,
-                collected: tuple[list[dict], list[dict]] | None = None) -> dict:
+                collected: tuple[list[dict], list[dict]] | None = None,
+                thresholds_resolved: tuple | None = None) -> dict:
     """``case_files`` says what may be read (default: the case folder only) and keeps
     what was read, so callers can protect those files. ``collected``: the case's (facts,
     plot series) when already collected (``collectors.background``); the collection
-    options then go unused."""
+    options then go unused; ``thresholds_resolved``: (thresholds, sources) that collection
+    was read with, when known."""
     runner = runner or bundled_runner()
     runner.warm()           # the engine worker starts while the facts are collected
-    thresholds, threshold_sources = resolve_thresholds(case, use_env)
+    thresholds, threshold_sources = thresholds_resolved or resolve_thresholds(case, use_env)
     if collected is None:
         from qcdoctor.collectors.case_facts import collect_case
         collected = collect_case(case, environ=environ, cwd=cwd, installed=installed,

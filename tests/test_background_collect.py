@@ -13,6 +13,7 @@ from qcdoctor.collectors import case_facts
 from qcdoctor.collectors.background import collect_early
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.files import CaseFiles
+from qcdoctor.collectors.threshold_settings import resolve as resolve_thresholds
 from qcdoctor.engine.errors import QcdoctorError
 from qcdoctor.engine.examples import example_names, example_path
 
@@ -32,9 +33,10 @@ def test_the_child_collects_what_the_parent_would(name):
         expected, expected_files = _inline(case)
         files = CaseFiles(case.folder)
         collection = collect_early(case, files, **OPTIONS)
-        assert collection._child is not None                 # it really forked
         assert collection.result() == expected
         assert files.read == expected_files.read and files.refused == expected_files.refused
+        # the child answered (what it resolved comes with its facts), as the parent would
+        assert collection.thresholds == resolve_thresholds(case, use_env=False)
 
 
 def test_a_child_that_dies_leaves_the_parent_to_collect(monkeypatch):
@@ -50,8 +52,10 @@ def test_a_child_that_dies_leaves_the_parent_to_collect(monkeypatch):
         case = load_case(path)
         expected, expected_files = _inline(case)
         files = CaseFiles(case.folder)
-        assert collect_early(case, files, **OPTIONS).result() == expected
+        collection = collect_early(case, files, **OPTIONS)
+        assert collection.result() == expected
         assert files.read == expected_files.read
+        assert collection.thresholds is None        # collected here: resolved here too
 
 
 def test_an_error_is_worded_by_collecting_again_in_the_parent(monkeypatch):
@@ -65,3 +69,18 @@ def test_an_error_is_worded_by_collecting_again_in_the_parent(monkeypatch):
             collect_early(case, CaseFiles(case.folder), **OPTIONS).result()
     assert "compare_per_layer_out.txt" in raised.value.render()
     assert "send the whole file" in raised.value.render()
+
+
+def test_a_settings_file_found_by_the_child_reaches_the_report(tmp_path):
+    """The thresholds the child read the case with are the report's, with their source."""
+    from qcdoctor.engine.cli import main
+    from qcdoctor.engine.examples import copy_example
+    case = copy_example("convert_quant_analysis", str(tmp_path / "case"))
+    (tmp_path / "qcdoctor.toml").write_text("[thresholds]\ncosine_good = 0.97\n",
+                                            encoding="utf-8")
+    out = tmp_path / "report.json"
+    assert main(["triage", str(case), "--format", "json", "-o", str(out)]) == 0
+    import json
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["thresholds"]["cosine_good"] == 0.97
+    assert "qcdoctor.toml" in report["threshold_sources"]["cosine_good"]
