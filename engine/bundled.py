@@ -3,15 +3,24 @@
 These files are ours and tested as they ship, so the C loader reads them where PyYAML
 has it (several times faster than the pure-Python one); user files go through
 ``collectors.yaml_schema`` instead, which keeps the reference loader's messages.
+
+What a file holds is also kept in the user's private cache folder as ``marshal`` data,
+keyed by a hash of the file's bytes and the Python version: building the objects from
+YAML is the larger part of a short run's report rendering, loading them from marshal
+a twentieth of it. A stale, damaged or foreign cache entry is ignored and rewritten.
 """
 
 from __future__ import annotations
 
+import hashlib
+import marshal
+import sys
 from importlib import resources
 
 import yaml
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FORMAT = b"qcdoctor-bundled-1"
 
 
 def read_text(package: str, name: str) -> str:
@@ -19,4 +28,35 @@ def read_text(package: str, name: str) -> str:
 
 
 def load_yaml(package: str, name: str):
-    return yaml.load(read_text(package, name), Loader=SAFE_LOADER)
+    data = (resources.files(package) / name).read_bytes()
+    key = hashlib.blake2b(_FORMAT + sys.version.encode() + b"\0" + data, digest_size=32).digest()
+    path = _cache_path(package, name)
+    if path is not None:
+        try:
+            stored = path.read_bytes()
+            if stored[:32] == key:
+                return marshal.loads(stored[32:])
+        except Exception:  # noqa: BLE001 - a missing or damaged entry: read the YAML
+            pass
+    value = yaml.load(data.decode("utf-8"), Loader=SAFE_LOADER)
+    if path is not None:
+        _store(path, key, value)
+    return value
+
+
+def _cache_path(package: str, name: str):
+    from .rule_cache import private_dir
+    folder = private_dir("bundled")
+    return folder / f"{package}.{name.replace('/', '.')}.marshal" if folder else None
+
+
+def _store(path, key: bytes, value) -> None:
+    """Keep ``value`` for the next run; data marshal cannot hold, or a cache that cannot
+    be written, only costs the next run the YAML."""
+    from .atomic import replaced_atomically
+    try:
+        payload = marshal.dumps(value)
+        with replaced_atomically(path, 0o600) as temporary, open(temporary, "wb") as out:
+            out.write(key + payload)
+    except Exception:  # noqa: BLE001 - see the docstring
+        pass
