@@ -17,10 +17,14 @@ import marshal
 import sys
 from importlib import resources
 
-import yaml
-
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FORMAT = b"qcdoctor-bundled-1"
+
+
+def safe_yaml(text: str):
+    """``text`` read by PyYAML's safe loader, libyaml's where PyYAML has it (imported here:
+    with the caches warm a run reads no YAML of ours, and PyYAML costs a tenth of it)."""
+    import yaml
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def read_text(package: str, name: str) -> str:
@@ -38,7 +42,7 @@ def load_yaml(package: str, name: str):
                 return marshal.loads(stored[32:])
         except Exception:  # noqa: BLE001 - a missing or damaged entry: read the YAML
             pass
-    value = yaml.load(data.decode("utf-8"), Loader=SAFE_LOADER)
+    value = safe_yaml(data.decode("utf-8"))
     if path is not None:
         _store(path, key, value)
     return value

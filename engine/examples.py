@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.util
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 
-import yaml
-
-from .bundled import SAFE_LOADER
 from .errors import QcdoctorError
 
 
 def _root():
+    """The examples' folder; importlib.resources (a zipped install) only where there is
+    none, as it costs a fifteenth of a short run to import."""
+    spec = importlib.util.find_spec("qcdoctor.examples")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if Path(location).is_dir():
+            return Path(location)
+    from importlib import resources
     return resources.files("qcdoctor.examples")
 
 
@@ -22,8 +26,8 @@ def example_names() -> list[str]:
 
 
 def example_title(name: str) -> str:
-    data = yaml.load((_root() / name / "case.yaml").read_text(encoding="utf-8"),
-                     Loader=SAFE_LOADER) or {}
+    from .bundled import safe_yaml
+    data = safe_yaml((_root() / name / "case.yaml").read_text(encoding="utf-8")) or {}
     return str(data.get("title", ""))
 
 
@@ -33,7 +37,12 @@ def example_path(name: str):
     if name not in example_names():
         raise QcdoctorError(f"no example named {name!r}",
                             fix=f"choose one of: {', '.join(example_names())}")
-    with resources.as_file(_root() / name) as path:
+    root = _root()
+    if isinstance(root, Path):
+        yield root / name
+        return
+    from importlib import resources
+    with resources.as_file(root / name) as path:
         yield Path(path)
 
 

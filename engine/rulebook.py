@@ -9,10 +9,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from . import rule_cache
-from .bundled import SAFE_LOADER, load_yaml
+from .bundled import load_yaml, safe_yaml
 from .errors import RuleError
 from .fact_types import CHECKLIST_ITEMS, CHECKLIST_STATUSES, CONCLUSION_STAGES, STAGES
 from .patterns import Pattern, parse_when
@@ -239,6 +237,7 @@ def _rule_folders(root):
 
 
 def _parse_sources(sources: list[tuple[str, str, bytes]]) -> list[Rule]:
+    import yaml  # here: with the rule cache warm, no rule is parsed
     rules, seen = [], {}
     for group, where, data in sources:
         try:
@@ -247,7 +246,7 @@ def _parse_sources(sources: list[tuple[str, str, bytes]]) -> list[Rule]:
             raise RuleError(f"not UTF-8 text (byte {exc.start})", file=where,
                             fix="save the rule file as UTF-8") from None
         try:
-            data = yaml.load(text, Loader=SAFE_LOADER)
+            data = safe_yaml(text)
         except yaml.YAMLError as exc:
             raise RuleError(f"invalid YAML: {exc}", file=where) from None
         rule = parse_rule(data, where, group)
