@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from qcdoctor.engine.errors import QcdoctorError
@@ -18,11 +17,11 @@ from qcdoctor.engine.fact_types import (
 )
 
 from . import limits
+from .case_model import CASE_FILE, Case  # noqa: F401 - Case and CASE_FILE are read from here too
 from .threshold_settings import threshold_specs
 from .yaml_schema import Choice, Flag, ListOf, Mapping, Number, Text, Version, load_document
 
 SCHEMA_ID = "qcdoctor/case-v1"
-CASE_FILE = "case.yaml"
 TRISTATE = Choice(("yes", "no", "unknown"))
 
 _side = Mapping({
@@ -89,24 +88,6 @@ CASE_SCHEMA = Mapping({
         "dump_dtype": Choice(("float32", "float16", "int8", "uint8", "int16", "int32")),
     }),
 })
-
-
-@dataclass
-class Case:
-    """A validated case: its values, where each key stands, and its folder."""
-    folder: Path | None         # None: a case given as text, with no folder
-    file: Path | None
-    data: dict
-    lines: dict[str, int] = field(default_factory=dict)
-
-    def source(self, key: str) -> str:
-        """Provenance of a key path, e.g. ``case.yaml:12 (stages.qat_bc)``."""
-        line = self.lines.get(key)
-        name = self.file.name if self.file else CASE_FILE
-        return f"{name}:{line} ({key})" if line else f"{name} ({key})"
-
-    def get(self, key: str, default=None):
-        return self.data.get(key, default)
 
 
 def resolve_case_path(path: str | Path) -> tuple[Path, Path]:

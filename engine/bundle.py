@@ -10,13 +10,12 @@ temporary folder that is removed afterwards.
 
 from __future__ import annotations
 
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from .errors import QcdoctorError
 
+TYPE_CHECKING = False            # typing is not imported for it on every start
 if TYPE_CHECKING:
     import tarfile
 
@@ -69,8 +68,9 @@ def checked_members(path: Path, archive: tarfile.TarFile) -> list[tarfile.TarInf
 @contextmanager
 def opened_bundle(path: Path):
     """The case folder of the bundle at ``path``, extracted for the time of the block."""
-    # tarfile is imported here: every command asks is_bundle, few open a bundle
+    # imported here: every command asks is_bundle, few open a bundle
     import tarfile
+    import tempfile
     if not path.is_file():
         raise QcdoctorError("no such bundle", file=str(path), fix="check the path")
     with tempfile.TemporaryDirectory(prefix="qcdoctor-bundle-") as tmp:

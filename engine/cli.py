@@ -381,31 +381,29 @@ def _diagnose_and_emit(args, audit: bool) -> int:
     if is_batch(args):
         return run_batch_command(args)
     args.case = args.case[0] if args.case else None
-    from qcdoctor.collectors.background import collect_early
-    from qcdoctor.collectors.case_file import load_case
+    from qcdoctor.collectors.background import read_early
 
     from .errors import QcdoctorError
     from .progress import Progress
-    from .runner import bundled_runner
 
     if bool(args.case) == bool(args.example):
         raise QcdoctorError("give either a case folder or --example NAME",
                             fix=f"qcdoctor {args.command} CASE_FOLDER, or qcdoctor examples "
                                 "to list the examples")
     with _opened_case(args) as (where, display_path):
-        case = load_case(where)
-        files = _case_files(case.folder, args)
         # the case is read in a child while the engine and report code load here
-        collection = collect_early(case, files, trust_pickles=args.trust_pickles,
-                                   progress=Progress(), use_env=not args.no_env)
+        reading = read_early(where, tuple(Path(p) for p in args.allow_outside),
+                             trust_pickles=args.trust_pickles, progress=Progress(),
+                             use_env=not args.no_env)
+        from .runner import bundled_runner
         bundled_runner().warm()     # the engine worker compiles the rules meanwhile
         from .diagnose import SEVERITY_RANK, max_severity
         from .outputs import render_output
         from .triage import triage_case
-        collected = collection.result()
+        case, files, collected, thresholds = reading.result()
         report = triage_case(case, lang=args.lang, full_checklist=audit, case_files=files,
                              display_path=display_path, collected=collected,
-                             thresholds_resolved=collection.thresholds, use_env=not args.no_env)
+                             thresholds_resolved=thresholds, use_env=not args.no_env)
     # never over case.yaml, the bundle, nor any file this run read (script, tables, ...)
     protected = [] if args.example else [Path(args.case), case.file, *sorted(files.read)]
     terminal = _terminal_colors(args) if args.format is None and args.output is None else None

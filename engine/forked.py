@@ -11,11 +11,12 @@ and the caller does the work itself, so errors read exactly as they always do.
 from __future__ import annotations
 
 import os
-import pickle
 import sys
-import threading
-from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False            # typing itself is not imported for it: it costs a fork's lead
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 MISSING = object()      # result() when the child could not give one
 
@@ -29,8 +30,10 @@ class ForkedCall:
         self._pipe: int | None = None
 
     def start(self) -> ForkedCall:
-        # a lock another thread holds at the fork stays held in the child for ever
-        if not hasattr(os, "fork") or threading.active_count() > 1:
+        # a lock another thread holds at the fork stays held in the child for ever (threads
+        # exist only once threading is imported: it is not imported here for nothing)
+        threading = sys.modules.get("threading")
+        if not hasattr(os, "fork") or (threading and threading.active_count() > 1):
             return self
         for stream in (sys.stdout, sys.stderr):    # nothing buffered may be written twice
             try:
@@ -59,6 +62,7 @@ class ForkedCall:
             self._child = None
         if status != 0 or not chunks:
             return MISSING
+        import pickle
         try:
             return pickle.loads(b"".join(chunks))
         except Exception:  # noqa: BLE001 - a garbled answer is no answer: do the work here
@@ -68,6 +72,7 @@ class ForkedCall:
 def _call_and_send(call: Callable[[], Any], pipe: int) -> None:
     code = 1
     try:
+        import pickle
         data = pickle.dumps(call(), pickle.HIGHEST_PROTOCOL)
         view = memoryview(data)
         while view:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qcdoctor.collectors.case_file import Case, load_case
+from qcdoctor.collectors.case_model import Case
 from qcdoctor.collectors.files import CaseFiles, list_case_files
-from qcdoctor.collectors.threshold_settings import resolve as resolve_thresholds
 
 from .diagnose import build_report, bundled_runner, run_rules
 from .runner import EngineFailure, RuleRunner
@@ -42,7 +41,10 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
     was read with, when known."""
     runner = runner or bundled_runner()
     runner.warm()           # the engine worker starts while the facts are collected
-    thresholds, threshold_sources = thresholds_resolved or resolve_thresholds(case, use_env)
+    if thresholds_resolved is None:
+        from qcdoctor.collectors.threshold_settings import resolve as resolve_thresholds
+        thresholds_resolved = resolve_thresholds(case, use_env)
+    thresholds, threshold_sources = thresholds_resolved
     if collected is None:
         from qcdoctor.collectors.case_facts import collect_case
         collected = collect_case(case, environ=environ, cwd=cwd, installed=installed,
@@ -68,4 +70,5 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
 
 
 def triage_path(path: str | Path, **kwargs) -> dict:
+    from qcdoctor.collectors.case_file import load_case
     return triage_case(load_case(path), **kwargs)
