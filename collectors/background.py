@@ -54,4 +54,11 @@ class Reading:
 
 def read_early(where: str | Path, allow_outside: tuple = (), **options) -> Reading:
     """Start reading the case at ``where`` (``collect_case`` options); see the module."""
+    # what both sides need (dataclasses and the vocabulary, pickle, the case model) is
+    # imported before the fork: one process pays for it, not both
+    import pickle  # noqa: F401
+
+    from qcdoctor.engine import fact_types, vocabulary  # noqa: F401
+
+    from . import case_model, environment, files, thresholds  # noqa: F401
     return Reading(where, allow_outside, options).start()

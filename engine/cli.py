@@ -395,6 +395,7 @@ def _diagnose_and_emit(args, audit: bool) -> int:
         reading = read_early(where, tuple(Path(p) for p in args.allow_outside),
                              trust_pickles=args.trust_pickles, progress=Progress(),
                              use_env=not args.no_env)
+        from . import derived  # noqa: F401 - the worker's preload: imported once, for both
         from .runner import bundled_runner
         bundled_runner().warm()     # the engine worker compiles the rules meanwhile
         from .diagnose import SEVERITY_RANK, max_severity
