@@ -68,15 +68,19 @@ def _rss_mb() -> float:
         return -1.0
 
 
-def _serve(conn, catalogue: dict, programs: dict, stderr_path: str) -> None:
+def _serve(conn, catalogue: dict, programs: dict, log: str | int) -> None:
     """Worker loop: (program, facts, derive) in; ("ok", hits, matches, wear, growth MB),
     ("invalid", text) or ("error", text) out (wear: the share of its limits used)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the caller handles Ctrl-C
     # what the C engine or the interpreter print when they die goes to a file the caller
     # quotes in its message, not onto the user's terminal
     faulthandler.disable()
-    with open(stderr_path, "ab", buffering=0) as log:
-        os.dup2(log.fileno(), 2)
+    if isinstance(log, int):            # forked: the caller's descriptor of an unlinked file
+        os.dup2(log, 2)
+        os.close(log)
+    else:
+        with open(log, "ab", buffering=0) as handle:
+            os.dup2(handle.fileno(), 2)
     try:
         from .durable_host import QuietHost
         host = QuietHost()
@@ -140,7 +144,7 @@ class _Worker:
     process: object             # a ForkedProcess, or a multiprocessing.Process (spawn)
     conn: object
     names: frozenset
-    stderr_path: str
+    log: str | int              # its stderr: an unlinked file's descriptor (forked) or a path
     matches: int = 0
     growth_mb: float = -1.0
 
@@ -169,9 +173,14 @@ class _Worker:
     def last_words(self) -> str:
         """The last line the worker printed to stderr, if any."""
         try:
-            with open(self.stderr_path, "rb") as log:
-                log.seek(max(0, os.path.getsize(self.stderr_path) - 400))
-                lines = log.read().decode("utf-8", "replace").strip().splitlines()
+            if isinstance(self.log, int):
+                size = os.fstat(self.log).st_size
+                tail = os.pread(self.log, 400, max(0, size - 400))
+            else:
+                with open(self.log, "rb") as handle:
+                    handle.seek(max(0, os.path.getsize(self.log) - 400))
+                    tail = handle.read()
+            lines = tail.decode("utf-8", "replace").strip().splitlines()
         except OSError:
             return ""
         return lines[-1][:200] if lines else ""
@@ -190,7 +199,10 @@ class _Worker:
         except OSError:
             pass
         try:
-            os.unlink(self.stderr_path)
+            if isinstance(self.log, int):
+                os.close(self.log)
+            else:
+                os.unlink(self.log)
         except OSError:
             pass
 
@@ -291,13 +303,17 @@ class EngineProcess:
         return self._worker
 
     def _spawn(self) -> _Worker:
-        handle, stderr_path = tempfile.mkstemp(prefix="qcdoctor-engine-", suffix=".log")
-        os.close(handle)
-        args = (dict(self._catalogue), dict(self._programs), stderr_path)
+        handle, path = tempfile.mkstemp(prefix="qcdoctor-engine-", suffix=".log")
         if self._method == "fork":
-            process = ForkedProcess(_serve, args)
+            # unlinked at once: nothing is left behind however either process ends
+            os.unlink(path)
+            log = handle
+            process = ForkedProcess(_serve, (dict(self._catalogue), dict(self._programs), log))
             ours = process.channel
         else:                               # no fork here: multiprocessing starts it afresh
+            os.close(handle)
+            log = path
+            args = (dict(self._catalogue), dict(self._programs), log)
             import multiprocessing
             ctx = multiprocessing.get_context(self._method)
             ours, theirs = ctx.Pipe()
@@ -307,7 +323,7 @@ class EngineProcess:
             theirs.close()
         self.stats.workers_started += 1
         self.stats.last_worker_pid = process.pid
-        return _Worker(process, ours, self._names(), stderr_path)
+        return _Worker(process, ours, self._names(), log)
 
     def _record_death(self, why: str) -> None:
         self.stats.worker_deaths += 1
@@ -362,7 +378,9 @@ def _forget_parents_worker() -> None:
         for worker in inherited:
             if worker is not None:
                 try:
-                    worker.conn.close()     # our copy of the descriptor only
+                    worker.conn.close()     # our copies of the descriptors only
+                    if isinstance(worker.log, int):
+                        os.close(worker.log)
                 except OSError:
                     pass
 

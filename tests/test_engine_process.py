@@ -261,3 +261,27 @@ def test_where_fork_is_missing_the_worker_is_spawned_and_answers_the_same():
         assert spawned.worker_pid() not in (None, os.getpid())
     finally:
         spawned.close()
+
+
+def test_a_workers_last_words_are_quoted_and_no_log_file_is_left(monkeypatch, engine):
+    """What a dying worker printed is in the death's reason, read from a file that was
+    unlinked when the worker started: nothing stays in the temporary folder, whatever
+    happens to either process."""
+    import glob
+    import tempfile
+    runner = _st050(engine)
+    before = set(glob.glob(f"{tempfile.gettempdir()}/qcdoctor-engine-*"))
+    runner.run([TRANSITION])
+    log = os.readlink(f"/proc/{engine.worker_pid()}/fd/2")
+    assert log.endswith("(deleted)") and "qcdoctor-engine-" in log
+
+    def says_why_and_dies(self, name, facts, gate):
+        os.write(2, b"C engine: out of slots for rule ST050\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+    engine.close()                          # the next workers are forked with the patch
+    monkeypatch.setattr(durable_host.QuietHost, "match", says_why_and_dies)
+    with pytest.raises(EngineCrash) as crashed:
+        runner.run([TRANSITION])
+    assert "out of slots for rule ST050" in str(crashed.value)
+    assert "SIGKILL" in str(crashed.value)
+    assert set(glob.glob(f"{tempfile.gettempdir()}/qcdoctor-engine-*")) <= before
