@@ -12,10 +12,12 @@ a twentieth of it. A stale, damaged or foreign cache entry is ignored and rewrit
 
 from __future__ import annotations
 
-import hashlib
+import importlib.util
 import marshal
+import os
 import sys
-from importlib import resources
+from functools import lru_cache
+from pathlib import Path
 
 _FORMAT = b"qcdoctor-bundled-1"
 
@@ -27,12 +29,26 @@ def safe_yaml(text: str):
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+@lru_cache(maxsize=None)
+def package_files(package: str):
+    """Where a package's data files are: its folder, or importlib.resources' view of it
+    where it is none (a zipped install); importlib.resources is imported only then, as it
+    costs a fifteenth of a short run."""
+    spec = importlib.util.find_spec(package)
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if os.path.isdir(location):
+            return Path(location)
+    from importlib import resources
+    return resources.files(package)
+
+
 def read_text(package: str, name: str) -> str:
-    return (resources.files(package) / name).read_text(encoding="utf-8")
+    return (package_files(package) / name).read_text(encoding="utf-8")
 
 
 def load_yaml(package: str, name: str):
-    data = (resources.files(package) / name).read_bytes()
+    import hashlib  # here: finding the examples needs none of this
+    data = (package_files(package) / name).read_bytes()
     key = hashlib.blake2b(_FORMAT + sys.version.encode() + b"\0" + data, digest_size=32).digest()
     path = _cache_path(package, name)
     if path is not None:

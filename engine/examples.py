@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from contextlib import contextmanager
 from pathlib import Path
 
+from .bundled import package_files
 from .errors import QcdoctorError
 
 
 def _root():
-    """The examples' folder; importlib.resources (a zipped install) only where there is
-    none, as it costs a fifteenth of a short run to import."""
-    spec = importlib.util.find_spec("qcdoctor.examples")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        if Path(location).is_dir():
-            return Path(location)
-    from importlib import resources
-    return resources.files("qcdoctor.examples")
+    return package_files("qcdoctor.examples")
 
 
 def example_names() -> list[str]:

@@ -6,11 +6,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from . import rule_cache
-from .bundled import load_yaml, safe_yaml
+from .bundled import load_yaml, package_files, safe_yaml
 from .errors import RuleError
 from .fact_types import CHECKLIST_ITEMS, CHECKLIST_STATUSES, CONCLUSION_STAGES, STAGES
 from .patterns import Pattern, parse_when
@@ -260,8 +259,9 @@ def _parse_sources(sources: list[tuple[str, str, bytes]]) -> list[Rule]:
     return _stratify(rules)
 
 
-def load_rules_from(root: Path | resources.abc.Traversable, *, cached: bool = True) -> list[Rule]:
-    """Every rule under ``root``, checked; from the rule cache when it matches the files."""
+def load_rules_from(root, *, cached: bool = True) -> list[Rule]:
+    """Every rule under ``root`` (a folder, or an importlib.resources Traversable), checked;
+    from the rule cache when it matches the files."""
     sources = _rule_sources(root)
     if not cached:
         return _parse_sources(sources)
@@ -303,7 +303,7 @@ def checklist_items() -> dict:
 @lru_cache(maxsize=1)
 def load_rules() -> tuple[Rule, ...]:
     """The bundled rule book, loaded once per process."""
-    return tuple(load_rules_from(resources.files("qcdoctor.rules")))
+    return tuple(load_rules_from(package_files("qcdoctor.rules")))
 
 
 def rule_by_id(rule_id: str) -> Rule | None:

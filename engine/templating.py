@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 
 import jinja2
 
+from .bundled import package_files
+
 
 def _load(name: str):
-    node = resources.files("qcdoctor.templates")
+    node = package_files("qcdoctor.templates")
     for part in name.split("/"):
         node = node / part
     if not node.is_file():

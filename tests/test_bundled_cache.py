@@ -38,7 +38,7 @@ def test_a_changed_file_is_read_again(cache, tmp_path, monkeypatch):
     package.mkdir()
     data = package / "data.yaml"
     data.write_text("a: 1\n", encoding="utf-8")
-    monkeypatch.setattr(bundled.resources, "files", lambda _: package)
+    monkeypatch.setattr(bundled, "package_files", lambda _: package)
     assert bundled.load_yaml("pkg", "data.yaml") == {"a": 1}
     data.write_text("a: 2\n", encoding="utf-8")
     assert bundled.load_yaml("pkg", "data.yaml") == {"a": 2}
