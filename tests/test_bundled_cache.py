@@ -65,3 +65,24 @@ def test_without_a_usable_cache_folder_it_only_costs_time(tmp_path, monkeypatch)
     assert bundled.load_yaml("qcdoctor.templates", "labels.yaml") == _fresh(
         "qcdoctor.templates", "labels.yaml")
     assert not os.path.exists(blocker / "cache")
+
+
+def test_without_a_package_folder_the_data_comes_through_importlib_resources(cache,
+                                                                              monkeypatch):
+    """A zipped install has no folder: importlib.resources reads the same files."""
+    import importlib.resources
+    expected = bundled.load_yaml("qcdoctor.templates", "labels.yaml")
+    asked = []
+    real = importlib.resources.files
+
+    def files(package):
+        asked.append(package)
+        return real(package)
+    monkeypatch.setattr(importlib.resources, "files", files)
+    monkeypatch.setattr(bundled.os.path, "isdir", lambda _: False)
+    bundled.package_files.cache_clear()
+    try:
+        assert bundled.load_yaml("qcdoctor.templates", "labels.yaml") == expected
+        assert asked == ["qcdoctor.templates"]
+    finally:
+        bundled.package_files.cache_clear()
