@@ -11,6 +11,7 @@ and the caller does the work itself, so errors read exactly as they always do.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 TYPE_CHECKING = False            # typing itself is not imported for it: it costs a fork's lead
@@ -52,12 +53,18 @@ class ForkedCall:
     def result(self) -> Any:
         if self._child is None:
             return MISSING
-        chunks = []
+        chunks, finished = [], False
         try:
             while chunk := os.read(self._pipe, 1 << 20):
                 chunks.append(chunk)
+            finished = True
         finally:
             os.close(self._pipe)
+            if not finished:                # interrupted (Ctrl-C): its work is not wanted,
+                try:                        # and it may be deep in C code that ignores it
+                    os.kill(self._child, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             _, status = os.waitpid(self._child, 0)
             self._child = None
         if status != 0 or not chunks:

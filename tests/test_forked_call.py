@@ -76,3 +76,21 @@ def test_a_child_that_dies_while_drawing_leaves_the_drawing_to_the_caller(plotte
     monkeypatch.setattr(plots, "layer_curve", dies_in_the_child)
     assert render(plotted_report, "html") == expected
     assert death.exists()                   # the layer curve really was the child's part
+
+
+def test_an_interrupted_wait_ends_the_child_at_once(monkeypatch):
+    """Ctrl-C while the child works: the caller stops waiting and the child is ended,
+    even one that would not notice the interrupt for a long time."""
+    import time
+    call = ForkedCall(lambda: time.sleep(600)).start()
+    child = call._child
+
+    def interrupted(fd, size):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(os, "read", interrupted)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        call.result()
+    assert time.monotonic() - started < 10
+    with pytest.raises(ChildProcessError):              # ended and reaped
+        os.waitpid(child, os.WNOHANG)
