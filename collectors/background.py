@@ -19,7 +19,7 @@ from qcdoctor.engine.forked import MISSING, ForkedCall
 class Reading:
     """A case folder being read; ``result()`` waits for (case, files, (facts, plot series),
     thresholds), where ``files`` holds what was read or refused and ``thresholds`` the
-    (values, sources) the case was read with, or None when the parent should resolve them."""
+    (values, sources) the case was read with; read again here when the child gave nothing."""
 
     def __init__(self, where: str | Path, allow_outside: tuple, options: dict):
         self._where, self._allow_outside, self._options = where, allow_outside, options
@@ -31,14 +31,7 @@ class Reading:
 
     def result(self):
         received = self._child.result()
-        if received is not MISSING:
-            return received
-        from .case_facts import collect_case
-        from .case_file import load_case
-        from .files import CaseFiles
-        case = load_case(self._where)
-        files = CaseFiles(case.folder, self._allow_outside)
-        return case, files, collect_case(case, files=files, **self._options), None
+        return self._read_for_parent() if received is MISSING else received
 
     def _read_for_parent(self):
         from .case_facts import collect_case

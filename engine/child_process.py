@@ -113,10 +113,18 @@ class ForkedProcess:
         return self.exitcode is None
 
     def join(self, timeout: float | None = None) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        if timeout is None:
+            if self.exitcode is None:
+                try:
+                    _, status = os.waitpid(self.pid, 0)
+                    self.exitcode = os.waitstatus_to_exitcode(status)
+                except ChildProcessError:   # reaped elsewhere: it is gone
+                    self.exitcode = -1
+            return
+        deadline = time.monotonic() + timeout
         pause = 0.0005
         while self.is_alive():
-            if deadline is not None and time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:
                 return
             time.sleep(pause)
             pause = min(pause * 2, 0.05)

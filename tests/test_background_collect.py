@@ -31,10 +31,12 @@ def _inline(path):
 def test_the_child_reads_what_the_parent_would(name):
     with example_path(name) as path:
         expected_case, expected_files, expected = _inline(path)
-        case, files, collected, thresholds = read_early(path, **OPTIONS).result()
+        reading = read_early(path, **OPTIONS)
+        assert reading._child.forked                     # the child does the reading
+        case, files, collected, thresholds = reading.result()
     assert case == expected_case and collected == expected
     assert files.read == expected_files.read and files.refused == expected_files.refused
-    # the child answered (what it resolved comes with its facts), as the parent would
+    # what it resolved comes with its facts, as the parent would resolve it
     assert thresholds == resolve_thresholds(expected_case, use_env=False)
 
 
@@ -52,7 +54,7 @@ def test_a_child_that_dies_leaves_the_parent_to_read(monkeypatch):
         case, files, collected, thresholds = read_early(path, **OPTIONS).result()
     assert case == expected_case and collected == expected
     assert files.read == expected_files.read
-    assert thresholds is None               # read here: resolved here too
+    assert thresholds == resolve_thresholds(expected_case, use_env=False)
 
 
 def test_an_error_is_worded_by_reading_again_in_the_parent(tmp_path):

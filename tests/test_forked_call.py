@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this
 def test_the_value_comes_back_from_another_process():
     parent = os.getpid()
     call = ForkedCall(lambda: (os.getpid(), "x" * 3_000_000)).start()   # more than a pipe holds
+    assert call.forked
     pid, text = call.result()
     assert pid != parent and text == "x" * 3_000_000
 
@@ -56,7 +57,15 @@ def plotted_report():
 
 
 def test_plots_drawn_in_a_child_equal_plots_drawn_here(plotted_report, monkeypatch):
+    started, real_start = [], ForkedCall.start
+
+    def spied(self):
+        real_start(self)
+        started.append(self.forked)
+        return self
+    monkeypatch.setattr(ForkedCall, "start", spied)
     forked = render(plotted_report, "html")
+    assert started == [True]                                        # a child drew half
     monkeypatch.setattr(ForkedCall, "start", lambda self: self)     # nothing forked
     assert render(plotted_report, "html") == forked
 
@@ -83,7 +92,8 @@ def test_an_interrupted_wait_ends_the_child_at_once(monkeypatch):
     even one that would not notice the interrupt for a long time."""
     import time
     call = ForkedCall(lambda: time.sleep(600)).start()
-    child = call._child
+    assert call.forked
+    child = call._child.pid
 
     def interrupted(fd, size):
         raise KeyboardInterrupt
