@@ -72,8 +72,8 @@ def render_html(report: dict, audit: bool = False) -> str:
     view = view_model(report)
     L = view["L"]
     plots: dict[str, list] = {}              # kind (stages, layers, ...) -> its plots
-    for plot in report_plots(report, L):
-        plots.setdefault(plot.id.split("-")[1], []).append(plot)
+    for plot in report_plots(report, L, {"audit"} if audit else None):
+        plots.setdefault(plot.kind, []).append(plot)
     view.update(
         audit=audit, plots=plots,
         checklist=failed_first(report["checklist"]), rules=_cited_rules(report, view["lang"]),

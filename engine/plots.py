@@ -31,7 +31,7 @@ LABEL_CHARS = 48          # names longer than this are cut in axis labels (kept 
 @dataclass
 class Plot:
     id: str
-    title: str
+    kind: str           # stages, layers, sensitivity, dumps, audit: where the page shows it
     caption: str
     svg: str
 
@@ -147,7 +147,7 @@ def stage_chain(series: dict, L: dict, lang: str) -> Plot:
     ax.grid(axis="y", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
-    return Plot("plot-stages", P["stage_title"], P["stage_caption"], _svg(fig, "plot-stages"))
+    return Plot("plot-stages", "stages", P["stage_caption"], _svg(fig, "plot-stages"))
 
 
 def layer_curve(layers: dict, index: int, L: dict) -> Plot:
@@ -201,8 +201,7 @@ def layer_curve(layers: dict, index: int, L: dict) -> Plot:
     if layers["decimated"]:
         caption += " " + P["layer_decimated"].format(shown=len(points), rows=layers["rows"])
     plot_id = f"plot-layers-{index}"
-    return Plot(plot_id, P["layer_title"].format(name=layers["source"]), caption,
-                _svg(fig, plot_id))
+    return Plot(plot_id, "layers", caption, _svg(fig, plot_id))
 
 
 def sensitivity_bars(table: dict, index: int, L: dict) -> Plot:
@@ -230,7 +229,7 @@ def sensitivity_bars(table: dict, index: int, L: dict) -> Plot:
                                        tail=_yes_no(table["tail_near_zero"], L),
                                        dominant=_yes_no(table["dominant"], L))
     plot_id = f"plot-sensitivity-{index}"
-    return Plot(plot_id, title, caption, _svg(fig, plot_id))
+    return Plot(plot_id, "sensitivity", caption, _svg(fig, plot_id))
 
 
 def dump_bars(pair: dict, index: int, L: dict, lang: str) -> Plot:
@@ -260,7 +259,7 @@ def dump_bars(pair: dict, index: int, L: dict, lang: str) -> Plot:
     top.legend(loc="lower left", fontsize=8)
     bottom.legend(loc="upper left", fontsize=8)
     plot_id = f"plot-dumps-{index}"
-    return Plot(plot_id, title, P["dump_caption"], _svg(fig, plot_id))
+    return Plot(plot_id, "dumps", P["dump_caption"], _svg(fig, plot_id))
 
 
 def audit_matrix(checklist: list[dict], L: dict) -> Plot:
@@ -288,25 +287,26 @@ def audit_matrix(checklist: list[dict], L: dict) -> Plot:
     ax.set_title(P["audit_title"])
     ax.grid(alpha=0.2)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    return Plot("plot-audit", P["audit_title"], P["audit_caption"], _svg(fig, "plot-audit"))
+    return Plot("plot-audit", "audit", P["audit_caption"], _svg(fig, "plot-audit"))
 
 
-def report_plots(report: dict, L: dict) -> list[Plot]:
-    """Every plot the report's data supports, in reading order."""
+def report_plots(report: dict, L: dict, kinds: set[str] | None = None) -> list[Plot]:
+    """Every plot the report's data supports, in reading order; only ``kinds`` when given
+    (an audit page shows the checklist alone: the rest would be drawn for nothing)."""
     lang = report["language"]
     series = report["series"]
     drawings = []
     if any(s["value"] is not None for s in series["stages"]):
-        drawings.append(partial(stage_chain, series, L, lang))
-    drawings += [partial(layer_curve, t, i, L)
+        drawings.append(("stages", partial(stage_chain, series, L, lang)))
+    drawings += [("layers", partial(layer_curve, t, i, L))
                  for i, t in enumerate(series["layers"]) if t["points"]]
-    drawings += [partial(sensitivity_bars, t, i, L)
+    drawings += [("sensitivity", partial(sensitivity_bars, t, i, L))
                  for i, t in enumerate(series["sensitivity"]) if t["ops"]]
-    drawings += [partial(dump_bars, p, i, L, lang)
+    drawings += [("dumps", partial(dump_bars, p, i, L, lang))
                  for i, p in enumerate(series["dumps"]) if p["outputs"]]
     if report["checklist"]:
-        drawings.append(partial(audit_matrix, report["checklist"], L))
-    return _drawn(drawings)
+        drawings.append(("audit", partial(audit_matrix, report["checklist"], L)))
+    return _drawn([draw for kind, draw in drawings if kinds is None or kind in kinds])
 
 
 def _drawn(drawings: list) -> list[Plot]:
