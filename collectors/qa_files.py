@@ -11,3 +11,13 @@ SENSITIVITY_RE = re.compile(r"^output_(?P<output>.+?)(?:_case_(?P<case>\d+))?_(?
                             r"Cosine|MSE|KL|SQNR)_sensitive_ops\.(?P<ext>txt|pt)$", re.IGNORECASE)
 # written by ``qcdoctor probe`` beside its tables: where the numbers came from
 PROBE_MANIFEST = "probe_run.yaml"
+
+
+def load_probe_manifest(path):
+    """A probe_run.yaml as plain values, through the bounded YAML loader (the file comes
+    from a case folder: its size, depth and aliases are limited like any case file's).
+    QcdoctorError when it is not YAML."""
+    from pathlib import Path
+
+    from .yaml_schema import load_plain
+    return load_plain(Path(path).read_text(encoding="utf-8"), str(path))

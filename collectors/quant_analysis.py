@@ -20,7 +20,14 @@ from .case_file import Case
 from .files import ArtifactRefused, CaseFiles, find_files, walk
 from .fx_graph import Graph, graph_origin, load_graph
 from .model_check import check_model
-from .qa_files import ADVISOR_NAMES, BADCASE_NAMES, COMPARE_NAMES, PROBE_MANIFEST, SENSITIVITY_RE
+from .qa_files import (
+    ADVISOR_NAMES,
+    BADCASE_NAMES,
+    COMPARE_NAMES,
+    PROBE_MANIFEST,
+    SENSITIVITY_RE,
+    load_probe_manifest,
+)
 from .statistic import load_statistic, weight_fact
 from .thresholds import DEFAULT, Thresholds
 
@@ -111,13 +118,8 @@ def _origin(case: Case, rel: str, probe: dict | None) -> str:
 
 def _probe_manifest(path: Path) -> dict:
     """probe_run.yaml: what qcdoctor probe compared; refused when it is not its own."""
-    import yaml
-
     from qcdoctor.engine.fact_types import STAGES
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"not YAML ({str(exc).splitlines()[0]})") from None
+    data = load_probe_manifest(path)
     if not isinstance(data, dict) or data.get("origin") != "probe":
         raise ValueError("not written by qcdoctor probe (no 'origin: probe')")
     kind = data.get("type")

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from qcdoctor.collectors.qa_files import PROBE_MANIFEST
+from qcdoctor.collectors.qa_files import PROBE_MANIFEST, load_probe_manifest
 from qcdoctor.collectors.qa_writers import write_compare, write_sensitivity
 from qcdoctor.engine.errors import QcdoctorError
 from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES
@@ -109,7 +109,6 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
 def _check_out_dir(out: Path) -> list[Path]:
     """The files an earlier probe run left there (replaced now); refuses a folder that
     holds anything else, so nothing of the user's is overwritten."""
-    import yaml
     if not out.exists():
         return []
     if not out.is_dir():
@@ -119,8 +118,8 @@ def _check_out_dir(out: Path) -> list[Path]:
         return []
     manifest = out / PROBE_MANIFEST
     try:
-        written = yaml.safe_load(manifest.read_text(encoding="utf-8")) if manifest.is_file() else None
-    except (OSError, yaml.YAMLError):
+        written = load_probe_manifest(manifest) if manifest.is_file() else None
+    except (OSError, UnicodeDecodeError, QcdoctorError):    # unreadable: nothing is ours
         written = None
     listed = written.get("files") if isinstance(written, dict) else None
     ours = {out / str(name) for name in listed} | {manifest} if isinstance(listed, list) else set()

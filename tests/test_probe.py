@@ -277,6 +277,27 @@ def test_a_damaged_manifest_is_reported_not_fatal(tmp_path):
     assert folder["known_from"] == "content" and folder["origin"] == "probe"
 
 
+def test_a_hostile_manifest_meets_the_case_file_limits(tmp_path):
+    """probe_run.yaml comes from someone's folder: an alias bomb is refused by the bounded
+    loader (a problem naming the file), never expanded; the probe's own check of an output
+    folder holding it treats it as foreign, not as ours."""
+    case = _case(tmp_path)
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+        f"*{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(9))
+    (case / "qa_probe" / "probe_run.yaml").write_text(bomb, encoding="utf-8")
+    report, folder = _qa_folder(case)
+    problems = [f for f in report["facts"] if f["type"] == "artifact_problem"
+                and f["file"] == "qa_probe/probe_run.yaml"]
+    assert problems and "alias" in problems[0]["problem"].lower()
+    assert folder["known_from"] == "content"
+    from qcdoctor.engine.errors import QcdoctorError
+    from qcdoctor.probe.compare import _check_out_dir
+    with pytest.raises(QcdoctorError, match="did not write"):
+        _check_out_dir(case / "qa_probe")
+
+
 MODELS_PY = '''
 import torch
 from torch import nn
