@@ -9,6 +9,10 @@ import pytest
 import yaml
 
 os.environ.setdefault("HYPOTHESIS_PROFILE", "ci")
+# the developer's colour settings would turn commands run without --format into the
+# coloured terminal view; the tests that want it set these themselves
+for _colour in ("FORCE_COLOR", "NO_COLOR"):
+    os.environ.pop(_colour, None)
 
 from dataclasses import replace  # noqa: E402
 

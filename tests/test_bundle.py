@@ -145,12 +145,17 @@ def member(name: str, kind=tarfile.REGTYPE, data: bytes | None = b"x", link: str
     (member("case/dev", tarfile.CHRTYPE), "is a link or device"),
     (member("case/fifo", tarfile.FIFOTYPE), "is a link or device"),
 ])
-def test_hostile_members_are_refused(tmp_path, entry, message, capsys):
+def test_hostile_members_are_refused(tmp_path, entry, message, capsys, monkeypatch):
+    scratch = tmp_path / "scratch"             # bundles are extracted below this folder
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     path = hostile(tmp_path, entry)
     assert main(["triage", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}: refused: the member" in err and message in err and "fix:" in err
-    assert not (tmp_path.parent / "evil.txt").exists()
+    # where each member would have landed had it been extracted
+    assert not (scratch / "evil.txt").exists() and not Path("/tmp/qcdoctor-evil").exists()
+    assert list(scratch.iterdir()) == []       # nothing extracted, nothing left behind
 
 
 def test_size_and_count_limits(tmp_path, monkeypatch, capsys):
