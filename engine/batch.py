@@ -9,15 +9,13 @@ own engine worker. Results always come back in input order.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import repeat
 from pathlib import Path
 from typing import Callable, Iterator
 
-from qcdoctor.collectors.case_file import CASE_FILE
+from qcdoctor.collectors.case_model import CASE_FILE
 
 from .bundle import is_bundle
 from .errors import QcdoctorError
@@ -172,6 +170,9 @@ def run_batch(cases: list[CaseInput], settings: Settings, jobs: int = 1,
         results = map(triage_one, cases, repeat(settings))
         yield from _counted(results, cases, progress)
         return
+    # imported here: a batch run in this process (--jobs 1) needs neither
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     # chunks keep the hand-over cheap; small enough that both workers stay busy to the end
     chunk = max(1, min(16, len(cases) // (jobs * 8)))

@@ -113,7 +113,8 @@ def _diff_options(d: argparse.ArgumentParser) -> None:
                                          "a bundle"), _FILES)
     _complete(d.add_argument("new", help="the report after: a JSON report, a case folder or "
                                          "a bundle"), _FILES)
-    d.add_argument("--format", choices=("md", "html", "json"), default="md")
+    from .diff_report import DIFF_FORMATS
+    d.add_argument("--format", choices=DIFF_FORMATS, default="md")
     d.add_argument("-o", "--output", metavar="FILE", help="write the diff here (atomically)")
     d.add_argument("--lang", choices=("zh", "en"), help="default: the new report's")
     d.add_argument("--fail-on", choices=("regression", "never"), default="never",

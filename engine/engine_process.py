@@ -146,7 +146,6 @@ class _Worker:
     names: frozenset
     log: str | int              # its stderr: an unlinked file's descriptor (forked) or a path
     matches: int = 0
-    growth_mb: float = -1.0
 
     def call(self, request, timeout: float):
         try:
@@ -222,7 +221,7 @@ class EngineProcess:
 
     def __init__(self, *, max_matches: int = MAX_MATCHES_PER_WORKER,
                  timeout: float = MATCH_TIMEOUT_S, start_method: str | None = None):
-        self._catalogue: dict[str, dict] = {}
+        self._catalogue: dict[str, tuple[dict, frozenset]] = {}   # name -> (patterns, usual)
         self._programs: dict[str, object] = {}
         self._worker: _Worker | None = None
         self._standby: _Worker | None = None      # the next worker, started ahead of need
@@ -285,7 +284,7 @@ class EngineProcess:
                 _, hits, matches, wear, grown = reply
                 worker.matches += matches
                 self.stats.matches += matches
-                worker.growth_mb = self.stats.last_worker_growth_mb = grown
+                self.stats.last_worker_growth_mb = grown
                 wear = max(wear, worker.matches / self._max_matches)
                 if wear >= 1:
                     self._discard()

@@ -7,7 +7,6 @@ from a case goes through Jinja's autoescaping (or ``message`` for rule messages)
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 from markupsafe import Markup, escape
@@ -38,14 +37,9 @@ def message(value) -> Markup:
                            for i, p in enumerate(parts))
 
 
-def _rule_links(value) -> Markup:
-    """Rule ids in a text ("rule ST050") as links to their explanation below."""
-    return Markup(re.sub(r"\b([A-Z]{2}\d{3})\b", r'<a href="#rule-\1">\1</a>', str(escape(value))))
-
-
 @lru_cache(maxsize=1)
 def _environment():
-    return new_environment(autoescape=True, filters={"message": message, "rule_links": _rule_links})
+    return new_environment(autoescape=True, filters={"message": message})
 
 
 def _cited_rules(report: dict, lang: str) -> list[dict]:

@@ -24,6 +24,7 @@ from .case_document import CaseDocument
 from .deploy_known import find_compile_scripts, known_answers, script_normalisation
 from .errors import QcdoctorError
 from .fact_types import STAGES
+from .prompts import default_text
 from .questions import AnswerError, Question, pending_topics, question_for_key, questions_for
 from .report import id_words, labels, source_text
 from .rulebook import question_topics
@@ -315,7 +316,7 @@ class Intake:
             elif questions and all(self.answered(q) for q in questions):
                 if topic not in wanted:         # a follow-up, answered: nothing is open
                     continue
-                answer = "; ".join(_shown(self.current(q)) for q in questions)
+                answer = "; ".join(default_text(self.current(q)) or "-" for q in questions)
                 reason = t["open_answered"].format(answer=answer, why=questions[0].why[self.lang])
             else:
                 reason = t["open_unaskable"]
@@ -380,11 +381,3 @@ def _comparison_guessed(fact: dict) -> bool:
     if fact["known_from"] == "analyses_run":
         return False
     return not (fact["known_from"] == "content" and fact["comparison"] == "convert")
-
-
-def _shown(value) -> str:
-    if isinstance(value, dict):
-        return str(value.get("value", value.get("status", "")))
-    if isinstance(value, (list, tuple)):
-        return ", ".join(map(str, value)) or "none"
-    return str(value)

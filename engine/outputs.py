@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-REPORT_FORMATS = ("md", "html", "json", "sarif", "junit")
 EXTENSIONS = {"md": "md", "html": "html", "json": "json", "sarif": "sarif", "junit": "xml"}
 
 

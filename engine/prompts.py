@@ -38,7 +38,7 @@ class Reply:
     text: str = ""
 
 
-def _default_text(value) -> str:
+def default_text(value) -> str:
     if value is None:
         return ""
     if isinstance(value, dict):
@@ -102,7 +102,7 @@ class LinePrompter:
 
     def read(self, question: Question, lang: str, default) -> Reply:
         """One typed line: an answer, ``<`` back, ``?`` help, Enter the default, EOF stop."""
-        shown = _default_text(default)
+        shown = default_text(default)
         while True:
             self.stdout.write(f"> [{shown}] " if shown else "> ")
             self.stdout.flush()
@@ -145,7 +145,7 @@ class TerminalPrompter(LinePrompter):
         options = [str(c) for c in question.choices]
         multi = question.type == "multi_choice"
         chosen = {str(v) for v in default} if multi and isinstance(default, (list, tuple)) else set()
-        shown = _default_text(default)
+        shown = default_text(default)
         cursor = options.index(shown) if shown in options else 0
         fd = self.stdin.fileno()
         saved = termios.tcgetattr(fd)
@@ -265,7 +265,7 @@ class ScriptedPrompter:
                                 fix=(f"did you mean '{close[0]}'? " if close else "") +
                                 "keys are the case.yaml keys the questions write: " +
                                 ", ".join(keys) + ", analyses_run.FOLDER")
-        text = value if isinstance(value, str) else _default_text(value)
+        text = value if isinstance(value, str) else default_text(value)
         try:
             question.parse(text, "en")
         except AnswerError as exc:
@@ -285,7 +285,7 @@ class ScriptedPrompter:
             return Reply("skip")
         self.used.add(question.key)
         value = self.answers[question.key]
-        return Reply("answer", _default_text(value) if not isinstance(value, str) else value)
+        return Reply("answer", default_text(value) if not isinstance(value, str) else value)
 
     def unused(self) -> list[str]:
         return sorted(set(self.answers) - self.used)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from .fact_types import STAGES
 
 DIFF_SCHEMA = "qcdoctor/diff-v1"
-_CHECK_RANK = {"not_applicable": 0, "pass": 1, "unknown": 2, "fail": 3}
 _LAYER_FIELDS = {"layer_origin": ("layer", "row", "pattern", "op_type", "cosine"),
                  "error_kind": ("layer", "kind"),
                  "sensitivity_summary": ("top_ops", "lut_ops", "dominant")}

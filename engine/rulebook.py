@@ -15,7 +15,6 @@ from .fact_types import CHECKLIST_ITEMS, CHECKLIST_STATUSES, CONCLUSION_STAGES, 
 from .patterns import Pattern, parse_when
 from .vocabulary import ACTION_KINDS, COST_CLASSES, GROUPS, MISSING_IDS, PITFALL_IDS, SEVERITIES
 
-# libyaml's loader where PyYAML was built with it (5-7x faster), else the pure-Python one
 ID_RE = re.compile(r"^[A-Z]{2}\d{3}$")
 FILE_RE = re.compile(r"^(?P<id>[A-Z]{2}\d{3})-[a-z0-9]+(?:-[a-z0-9]+)*\.yaml$")
 REQUIRED = ("id", "title", "message", "severity", "priority", "references", "rationale",
