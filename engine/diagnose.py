@@ -7,8 +7,7 @@ The Diagnosis is a plain dict in the shape of the JSON report (schema
 from __future__ import annotations
 
 import fnmatch
-import re
-from functools import lru_cache, partial
+from functools import partial
 
 from qcdoctor import __version__
 
@@ -180,19 +179,13 @@ def _action(rule: Rule, action: dict, message: str, case_context: dict) -> dict:
 
 def _present(patterns: list[str], files: list[str]) -> str | None:
     """The first case-folder file matching one of the patterns (fnmatch on the name)."""
-    for pattern in patterns:
-        matches = _pattern(pattern)
+    for pattern in (p.lower() for p in patterns):
         for rel in files:
             lowered = rel.lower()
-            if matches(lowered.rsplit("/", 1)[-1]) or matches(lowered):
+            if (fnmatch.fnmatchcase(lowered.rsplit("/", 1)[-1], pattern)
+                    or fnmatch.fnmatchcase(lowered, pattern)):
                 return rel
     return None
-
-
-@lru_cache(maxsize=256)
-def _pattern(pattern: str):
-    """fnmatch's test for a lower-cased pattern, compiled once."""
-    return re.compile(fnmatch.translate(pattern.lower())).match
 
 
 def max_severity(report: dict) -> int:
