@@ -11,8 +11,7 @@ from functools import lru_cache
 
 from markupsafe import Markup, escape
 
-from .diagnose import STATUS_RANK
-from .report import DEPLOY_FINDING_PREFIXES, view_model
+from .report import audit_view, failed_first, view_model
 from .templating import new_environment
 
 # the only script of the page: shows the copy buttons and copies their block's code
@@ -54,11 +53,6 @@ def _cited_rules(report: dict, lang: str) -> list[dict]:
     return out
 
 
-def failed_first(checklist: list[dict]) -> list[dict]:
-    """Checklist items, worst status first (fail, unknown, pass, n/a), else in order."""
-    return sorted(checklist, key=lambda c: -STATUS_RANK[c["status"]])
-
-
 def render_html(report: dict, audit: bool = False) -> str:
     from qcdoctor import __version__
 
@@ -71,11 +65,6 @@ def render_html(report: dict, audit: bool = False) -> str:
     view.update(
         audit=audit, plots=plots,
         checklist=failed_first(report["checklist"]), rules=_cited_rules(report, view["lang"]),
-        counts={s: sum(c["status"] == s for c in report["checklist"])
-                for s in ("pass", "fail", "unknown", "not_applicable")},
-        deploy_findings=[f for f in report["findings"]
-                         if f["rule"].startswith(DEPLOY_FINDING_PREFIXES)],
-        unknown_items=[c for c in report["checklist"] if c["status"] == "unknown"],
-        copy_script=COPY_SCRIPT, V=L["view"],
+        **audit_view(report), copy_script=COPY_SCRIPT, V=L["view"],
         footer=L["view"]["generated_by"].format(version=__version__))
     return _environment().get_template("report.html.j2").render(**view)

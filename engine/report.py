@@ -308,14 +308,25 @@ def render_markdown(report: dict) -> str:
 DEPLOY_FINDING_PREFIXES = ("DP",)
 
 
+def audit_view(report: dict) -> dict:
+    """What every rendering of an audit shows beside the view model: the items per status,
+    the deployment findings and the items still unknown."""
+    return {"counts": {s: sum(c["status"] == s for c in report["checklist"])
+                       for s in ("pass", "fail", "unknown", "not_applicable")},
+            "deploy_findings": [f for f in report["findings"]
+                                if f["rule"].startswith(DEPLOY_FINDING_PREFIXES)],
+            "unknown_items": [c for c in report["checklist"] if c["status"] == "unknown"]}
+
+
+def failed_first(checklist: list[dict]) -> list[dict]:
+    """Checklist items, worst status first (fail, unknown, pass, n/a), else in order."""
+    from .derived import STATUS_RANK
+    return sorted(checklist, key=lambda c: -STATUS_RANK[c["status"]])
+
+
 def render_audit_markdown(report: dict) -> str:
     view = view_model(report)
-    counts = {s: sum(c["status"] == s for c in report["checklist"])
-              for s in ("pass", "fail", "unknown", "not_applicable")}
-    view.update(counts=counts,
-                deploy_findings=[f for f in report["findings"]
-                                 if f["rule"].startswith(DEPLOY_FINDING_PREFIXES)],
-                unknown_items=[c for c in report["checklist"] if c["status"] == "unknown"])
+    view.update(audit_view(report))
     return _markdown_environment().get_template("audit.md.j2").render(**view)
 
 

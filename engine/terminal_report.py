@@ -11,8 +11,7 @@ from __future__ import annotations
 import io
 import re
 
-from .html_report import failed_first
-from .report import _HIDDEN, DEPLOY_FINDING_PREFIXES, view_model
+from .report import _HIDDEN, audit_view, failed_first, view_model
 
 STYLES = {"fail": "bold white on red", "abnormal": "bold white on red", "error": "bold red",
           "unknown": "bold black on yellow", "warning": "bold yellow",
@@ -206,14 +205,13 @@ def _triage_parts(view: dict) -> list:
 
 def _audit_parts(view: dict) -> list:
     r, L, sep = view["r"], view["L"], view["sep"]
-    counts = {s: sum(c["status"] == s for c in r["checklist"])
-              for s in ("pass", "fail", "unknown", "not_applicable")}
+    audit = audit_view(r)
     parts = [_conclusion(view, r["conclusion"]["evidence"][:1]),
-             _text(L["audit_summary"].format(**counts), "bold"), _checklist(view)]
-    deploy = [f for f in r["findings"] if f["rule"].startswith(DEPLOY_FINDING_PREFIXES)]
-    if deploy:
-        parts += [_heading(L["findings"]), _bullets([_finding(view, f) for f in deploy])]
-    unknown = [c for c in r["checklist"] if c["status"] == "unknown"]
+             _text(L["audit_summary"].format(**audit["counts"]), "bold"), _checklist(view)]
+    if audit["deploy_findings"]:
+        parts += [_heading(L["findings"]),
+                  _bullets([_finding(view, f) for f in audit["deploy_findings"]])]
+    unknown = audit["unknown_items"]
     if unknown:
         parts += [_heading(L["needed"]), _bullets(
             [_line(_text(f"{c['title']}{sep}"), _message(c["provide"])) for c in unknown])]
