@@ -18,9 +18,8 @@ from typing import Callable, Iterator
 from qcdoctor.collectors.case_model import CASE_FILE
 
 from .bundle import is_bundle
-from .errors import QcdoctorError
+from .errors import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, QcdoctorError
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 ERROR_SCHEMA = "qcdoctor/batch-error-v1"
 
 
@@ -137,10 +136,9 @@ def _triage(path: str, settings: Settings) -> dict:
 
 
 def _result(path: str, report: dict, settings: Settings) -> CaseResult:
-    from .diagnose import SEVERITY_RANK, max_severity
+    from .diagnose import fails_on
     conclusion = report["conclusion"]
-    worse = (settings.fail_on != "never"
-             and max_severity(report) >= SEVERITY_RANK[settings.fail_on])
+    worse = fails_on(report, settings.fail_on)
     result = CaseResult(
         path, stage=conclusion["stage"], determined=conclusion["determined"],
         suspect=conclusion["suspect"] or "",

@@ -8,7 +8,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from .batch import CaseResult
+from .batch import CaseResult, worst_exit
 from .errors import QcdoctorError
 
 SUMMARY_SCHEMA = "qcdoctor/batch-summary-v1"
@@ -60,7 +60,7 @@ def write_outputs(folder: Path, results: list[CaseResult], extension: str | None
             write_text_atomic(folder / name / f"report.{extension}", result.text)
             row["report"] = f"{name}/report.{extension}"
         rows.append(row)
-    summary = {"schema": SUMMARY_SCHEMA, "exit": max((r.exit for r in results), default=0),
+    summary = {"schema": SUMMARY_SCHEMA, "exit": worst_exit(results),
                "cases": rows}
     write_text_atomic(folder / SUMMARY_FILE,
                       json.dumps(summary, ensure_ascii=False, indent=2) + "\n")

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from qcdoctor import __version__
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+from .errors import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+
 FAIL_ON = ("info", "warning", "error", "never")
 # per-case report formats, and jsonl: one JSON report a line for a batch
 REPORT_FORMATS = ("md", "html", "json", "sarif", "junit", "jsonl")
@@ -399,7 +400,7 @@ def _diagnose_and_emit(args, audit: bool) -> int:
         from . import derived  # noqa: F401 - the worker's preload: imported once, for both
         from .runner import bundled_runner
         bundled_runner().warm()     # the engine worker compiles the rules meanwhile
-        from .diagnose import SEVERITY_RANK, max_severity
+        from .diagnose import fails_on
         from .outputs import render_output
         from .triage import triage_case
         case, files, collected, thresholds = reading.result()
@@ -418,7 +419,7 @@ def _diagnose_and_emit(args, audit: bool) -> int:
     else:
         text = render_output(report, args.format or "md", audit=audit)
     _emit(text, args.output, protected)
-    if args.fail_on != "never" and max_severity(report) >= SEVERITY_RANK[args.fail_on]:
+    if fails_on(report, args.fail_on):
         return EXIT_FINDINGS
     return EXIT_OK
 

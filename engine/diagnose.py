@@ -194,3 +194,8 @@ def max_severity(report: dict) -> int:
     ranks = [SEVERITY_RANK[i["severity"]] for i in items if i.get("severity")]
     ranks += [SEVERITY_RANK["error"] for c in report["checklist"] if c["status"] == "fail"]
     return max(ranks, default=-1)
+
+
+def fails_on(report: dict, fail_on: str) -> bool:
+    """Whether the report holds an item at or above ``fail_on`` (``never``: no)."""
+    return fail_on != "never" and max_severity(report) >= SEVERITY_RANK[fail_on]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# the command's exit codes: clean, a finding at or above --fail-on, an error
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # a bad value can be megabytes long: a message shows its start and end, never all of it
 MAX_PART = 300
 
