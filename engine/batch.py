@@ -118,21 +118,10 @@ def triage_one(case: CaseInput, settings: Settings) -> CaseResult:
 
 
 def _triage(path: str, settings: Settings) -> dict:
-    from qcdoctor.collectors.case_file import load_case
-    from qcdoctor.collectors.files import CaseFiles
-
-    from .triage import triage_case
-    options = dict(lang=settings.lang, trust_pickles=settings.trust_pickles,
-                   full_checklist=settings.audit, use_env=settings.use_env)
-    outside = tuple(Path(p) for p in settings.allow_outside)
-    if is_bundle(Path(path)):
-        from .bundle import opened_bundle
-        with opened_bundle(Path(path)) as folder:
-            case = load_case(folder)
-            return triage_case(case, case_files=CaseFiles(case.folder, outside),
-                               display_path=path, **options)
-    case = load_case(path)
-    return triage_case(case, case_files=CaseFiles(case.folder, outside), **options)
+    from .triage import triage_path
+    return triage_path(path, allow_outside=settings.allow_outside, lang=settings.lang,
+                       trust_pickles=settings.trust_pickles, full_checklist=settings.audit,
+                       use_env=settings.use_env)
 
 
 def _result(path: str, report: dict, settings: Settings) -> CaseResult:

@@ -18,22 +18,9 @@ def load_side(given: str, args) -> dict:
         raise QcdoctorError("no such file or folder", file=given, fix=_SIDE_FIX)
     if path.is_file() and path.suffix == ".json":
         return _read_report(path)
-    from .bundle import is_bundle, opened_bundle
-    if is_bundle(path):
-        with opened_bundle(path) as folder:
-            return _triage(folder, args, display_path=given)
-    return _triage(path, args)
-
-
-def _triage(path: Path, args, display_path: str | None = None) -> dict:
-    from qcdoctor.collectors.case_file import load_case
-    from qcdoctor.collectors.files import CaseFiles
-
-    from .triage import triage_case
-    case = load_case(path)
-    return triage_case(case, lang=args.lang, trust_pickles=args.trust_pickles,
-                       use_env=not args.no_env, display_path=display_path,
-                       case_files=CaseFiles(case.folder, tuple(Path(p) for p in args.allow_outside)))
+    from .triage import triage_path
+    return triage_path(path, allow_outside=args.allow_outside, lang=args.lang,
+                       trust_pickles=args.trust_pickles, use_env=not args.no_env)
 
 
 def _read_report(path: Path) -> dict:

@@ -69,6 +69,18 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
     return report
 
 
-def triage_path(path: str | Path, **kwargs) -> dict:
+def triage_path(path: str | Path, *, allow_outside=(), **kwargs) -> dict:
+    """The report of a case folder, a case.yaml or a support bundle (extracted for the time
+    of it, and named in the report as given); ``allow_outside``: folders outside the case
+    whose artifacts may be read; the rest as ``triage_case``."""
     from qcdoctor.collectors.case_file import load_case
-    return triage_case(load_case(path), **kwargs)
+
+    from .bundle import is_bundle, opened_bundle
+    path = Path(path)
+    if is_bundle(path):
+        kwargs.setdefault("display_path", str(path))
+        with opened_bundle(path) as folder:
+            return triage_path(folder, allow_outside=allow_outside, **kwargs)
+    case = load_case(path)
+    return triage_case(case, case_files=CaseFiles(case.folder, tuple(map(Path, allow_outside))),
+                       **kwargs)
