@@ -143,38 +143,44 @@ def badness(metric: str, values: np.ndarray) -> np.ndarray:
     return values
 
 
+def ranked(sens: SensitivityFile) -> tuple[list, np.ndarray]:
+    """The rows whose values compare, most sensitive first (ties in file order), and their
+    badness in that order; rows too extreme to compare (an SQNR of -5000 dB: 10**500
+    overflows) are left out."""
+    with np.errstate(over="ignore"):
+        values = badness(sens.metric, np.array([r.value for r in sens.rows], dtype=float))
+    finite = np.isfinite(values)
+    rows = [r for r, ok in zip(sens.rows, finite, strict=True) if ok]
+    values = values[finite]
+    order = np.argsort(-values, kind="stable")
+    return [rows[i] for i in order], values[order]
+
+
 def summarise(sens: SensitivityFile, analysis: str, source: str,
               limits: Thresholds = DEFAULT) -> dict | None:
     if not sens.rows:
         return None
-    with np.errstate(over="ignore"):
-        values = badness(sens.metric, np.array([r.value for r in sens.rows], dtype=float))
-    finite = np.isfinite(values)
-    if not finite.all():               # e.g. an SQNR of -5000 dB: 10**500 overflows
-        sens.problems.append(f"{int((~finite).sum())} value(s) too extreme to compare; "
+    rows, b = ranked(sens)
+    if len(rows) < len(sens.rows):
+        sens.problems.append(f"{len(sens.rows) - len(rows)} value(s) too extreme to compare; "
                              "rows skipped")
-        values = values[finite]
-    rows = [r for r, ok in zip(sens.rows, finite, strict=True) if ok]
     if not rows:
         return None
-    order = np.argsort(-values, kind="stable")
-    ranked = [rows[i] for i in order]
-    b = values[order]
     top = float(b[0])
     second = float(b[1]) if len(b) > 1 else 0.0
     fifth = float(b[min(4, len(b) - 1)])
     tail_n = max(1, int(round(len(b) * limits.tail_share)))
     tail = float(np.mean(b[-tail_n:])) if len(b) > 1 else 0.0
-    luts = [r.op_name for r in ranked[:limits.top_n] if is_lut(r)]
+    luts = [r.op_name for r in rows[:limits.top_n] if is_lut(r)]
     return {"type": "sensitivity_summary", "analysis": analysis, "output": sens.output,
-            "metric": sens.metric, "rows": len(b), "top_op": ranked[0].op_name,
-            "top_kind": ranked[0].sensitive_type or "activation",
-            "top_op_type": ranked[0].op_type.strip("<>'").replace("class '", ""),
-            "top_value": float(ranked[0].value),
+            "metric": sens.metric, "rows": len(b), "top_op": rows[0].op_name,
+            "top_kind": rows[0].sensitive_type or "activation",
+            "top_op_type": rows[0].op_type.strip("<>'").replace("class '", ""),
+            "top_value": float(rows[0].value),
             "dominance": round(min(top / second, 1e6), 6) if second > 0 else (1e6 if top > 0 else 1.0),
             "dominant": len(b) > 1 and (second <= 0 < top or (second > 0 and top / second >= limits.dominance)),
             "flat": len(b) >= 5 and fifth > 0 and top / fifth <= limits.flat_spread,
             "tail_near_zero": len(b) < 5 or top <= 0 or tail <= limits.tail_near_zero * top,
             "lut_in_top": bool(luts), "lut_ops": ",".join(luts[:8]),
-            "top_ops": ",".join(r.op_name for r in ranked[:5]),
-            "source": f"{source} line {ranked[0].line}"}
+            "top_ops": ",".join(r.op_name for r in rows[:5]),
+            "source": f"{source} line {rows[0].line}"}

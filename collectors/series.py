@@ -111,16 +111,9 @@ def layer_series(layers: LayerTable, reading: LayerReading, analysis: str, sourc
 def sensitivity_series(sens: SensitivityFile, summary: dict, source: str,
                        top: int = SENSITIVITY_TOP) -> dict:
     """The most sensitive ops of one table, most sensitive first, with the judgements."""
-    import numpy as np
-
-    from .sensitivity import badness, is_lut
-    with np.errstate(over="ignore"):
-        score = badness(sens.metric, np.array([r.value for r in sens.rows], dtype=float))
-    finite = np.flatnonzero(np.isfinite(score))
-    order = finite[np.argsort(-score[finite], kind="stable")][:top]
-    ops = [{"op": sens.rows[i].op_name, "kind": sens.rows[i].sensitive_type or "activation",
-            "op_type": sens.rows[i].op_type, "value": _number(sens.rows[i].value),
-            "lut": is_lut(sens.rows[i])} for i in order]
+    from .sensitivity import is_lut, ranked
+    ops = [{"op": r.op_name, "kind": r.sensitive_type or "activation", "op_type": r.op_type,
+            "value": _number(r.value), "lut": is_lut(r)} for r in ranked(sens)[0][:top]]
     return {"type": "sensitivity_series", "analysis": summary["analysis"],
             "output": sens.output, "metric": sens.metric, "source": source,
             "rows": summary["rows"], "flat": summary["flat"],
