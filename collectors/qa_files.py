@@ -21,3 +21,14 @@ def load_probe_manifest(path):
 
     from .yaml_schema import load_plain
     return load_plain(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+def run_for(runs, folder: str) -> dict | None:
+    """The analyses_run entry whose out_dir is ``folder`` (compared as normalised paths),
+    or None."""
+    import os
+    for run in runs or []:
+        if isinstance(run, dict) and run.get("out_dir") and \
+                os.path.normpath(str(run["out_dir"])) == os.path.normpath(folder):
+            return run
+    return None

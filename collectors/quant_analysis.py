@@ -27,6 +27,7 @@ from .qa_files import (
     PROBE_MANIFEST,
     SENSITIVITY_RE,
     load_probe_manifest,
+    run_for,
 )
 from .statistic import load_statistic, weight_fact
 from .thresholds import DEFAULT, Thresholds
@@ -87,10 +88,10 @@ def _rel(case: Case, path: Path) -> str:
 
 def _comparison(case: Case, rel: str, compare, probe: dict | None) -> tuple[str, str, str, str]:
     """(type, baseline, analysis, known_from) of one folder."""
-    for run in case.get("analyses_run", []):
-        if run.get("out_dir") and os.path.normpath(run["out_dir"]) == os.path.normpath(rel):
-            kind = analysis_type(run.get("type"), run["analysis"])
-            return kind, run["baseline"], run["analysis"], "analyses_run"
+    run = run_for(case.get("analyses_run"), rel)
+    if run is not None:
+        kind = analysis_type(run.get("type"), run["analysis"])
+        return kind, run["baseline"], run["analysis"], "analyses_run"
     if probe is not None:
         return probe["type"], probe["baseline"], probe["analysis"], "probe"
     kind = _type_from_content(compare) if compare is not None else ""
@@ -107,10 +108,9 @@ def _comparison(case: Case, rel: str, compare, probe: dict | None) -> tuple[str,
 
 def _origin(case: Case, rel: str, probe: dict | None) -> str:
     """Which tool wrote the folder: ``probe`` (qcdoctor probe) or ``profiler``."""
-    for run in case.get("analyses_run", []):
-        if run.get("out_dir") and os.path.normpath(run["out_dir"]) == os.path.normpath(rel) \
-                and run.get("origin"):
-            return run["origin"]
+    run = run_for(case.get("analyses_run"), rel)
+    if run is not None and run.get("origin"):
+        return run["origin"]
     if probe is not None or _PROBE_NAME.search(Path(rel).name):
         return "probe"
     return "profiler"

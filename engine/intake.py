@@ -19,6 +19,7 @@ from pathlib import Path
 from qcdoctor.collectors.case_file import parse_case
 from qcdoctor.collectors.environment import THIS_MACHINE
 from qcdoctor.collectors.files import CaseFiles
+from qcdoctor.collectors.qa_files import run_for
 
 from .case_document import CaseDocument
 from .deploy_known import find_compile_scripts, known_answers, script_normalisation
@@ -84,11 +85,7 @@ class Intake:
 
     def _run_of(self, folder: str):
         """The analyses_run entry that names ``folder`` as its out_dir, or None."""
-        for run in self.doc.get("analyses_run") or []:
-            if isinstance(run, dict) and os.path.normpath(str(run.get("out_dir", ""))) == \
-                    os.path.normpath(folder):
-                return run
-        return None
+        return run_for(self.doc.get("analyses_run"), folder)
 
     def topics(self, report: dict) -> list[str]:
         """What the rules want answered, then QuantAnalysis folders classified by a guess."""
