@@ -21,6 +21,8 @@ from qcdoctor.engine.report import render
 from qcdoctor.engine.triage import triage_case
 from qcdoctor.engine.vocabulary import CONCLUSION_LABELS
 
+from .conftest import missing_in_ci
+
 AUDITED = ("board_nv12_deploy", "compile_x86_and_board_abnormal")
 FAIL_ROW = "rgb(253, 236, 234)"          # tr.row-fail td, and the fail badge below
 FAIL_BADGE = "rgb(198, 40, 40)"
@@ -48,9 +50,7 @@ def _chromium() -> str | None:
         or shutil.which("chromium-browser")
     if found:
         return found
-    if os.environ.get("CI"):
-        pytest.fail("no chromium found: CI must have it (.ci/run installs Debian's chromium)")
-    pytest.skip("no chromium found (apt-get install chromium); CI runs these tests")
+    missing_in_ci("no chromium found (apt-get install chromium; .ci/run installs it for CI)")
 
 
 # every example once, the languages taking turns (the suite's time is shared)
