@@ -12,13 +12,14 @@ from collections.abc import Callable
 
 import torch
 
+from qcdoctor.collectors.sensitivity import ASCENDING
+
 from .quantizers import QuantizerAdapter
 from .stats import flatten_output, pair_stats
 
-# file-name metric -> pair_stats key; the ones where a smaller value is worse
+# file-name metric -> pair_stats key (also the collector's name of the metric)
 METRICS = {"L1": "l1", "MSE": "mse", "KL": "kl", "ATOL": "atol", "Cosine": "cosine",
            "SQNR": "sqnr"}
-ASCENDING = {"Cosine", "SQNR"}
 
 
 def output_names(outputs: list[tuple[str, torch.Tensor]], names: list[str] | None) -> list[str]:
@@ -53,5 +54,5 @@ def sensitivity(analysis, adapter: QuantizerAdapter, run, reference: list[torch.
     finally:
         for q, enabled in saved:
             adapter.set_enabled(q, enabled)
-    reverse = metric not in ASCENDING
+    reverse = key not in ASCENDING          # the collector's order: worst first
     return [sorted(rows, key=lambda r: r[3], reverse=reverse) for rows in per_output]
