@@ -88,11 +88,14 @@ class LayerReading:
     kind_detail: dict
 
 
+def numeric_column(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """A metric column as floats, all NaN where the table has no such column."""
+    return frame[column].to_numpy(dtype=float) if column in frame else np.full(len(frame), np.nan)
+
+
 def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT) -> LayerReading:
     frame = layers.frame
-    n = len(frame)
-    cos = frame["cosine"].to_numpy(dtype=float) if "cosine" in frame else np.full(n, np.nan)
-    atol = frame["atol"].to_numpy(dtype=float) if "atol" in frame else np.full(n, np.nan)
+    cos, atol = numeric_column(frame, "cosine"), numeric_column(frame, "atol")
     has_metric = ~np.isnan(cos) | ~np.isnan(atol)
     mismatch = 0
     if "shape" in frame and not has_metric.all():

@@ -42,11 +42,6 @@ def _number(value) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _column(frame, column: str) -> np.ndarray:
-    import numpy as np
-    return frame[column].to_numpy(dtype=float) if column in frame else np.full(len(frame), np.nan)
-
-
 def kept_positions(metrics: list[np.ndarray], gaps: np.ndarray, always: list[int | None],
                    keep_all: int = KEEP_ALL, buckets: int = BUCKETS) -> np.ndarray:
     """Row positions to show: all of a small table; else per bucket the min and max of each
@@ -78,8 +73,10 @@ def _texts(frame, column: str, positions: np.ndarray) -> list[str]:
 
 def layer_series(layers: LayerTable, reading: LayerReading, analysis: str, source: str) -> dict:
     import numpy as np
+
+    from .compare_layers import numeric_column
     frame = layers.frame
-    values = {name: _column(frame, column) for name, column in LAYER_VALUES.items()}
+    values = {name: numeric_column(frame, column) for name, column in LAYER_VALUES.items()}
     no_metric = np.isnan(values["cosine"]) & np.isnan(values["atol"])
     positions = kept_positions([values["cosine"], values["atol"]], no_metric,
                                [reading.origin, reading.worst])
