@@ -125,7 +125,7 @@ FILTERS = {"t": md_message, "u": md_text, "c": md_code, "fenced": md_fenced,
            "cell": lambda v: md_message(v, cell=True)}
 
 
-def _facts_of(report: dict, ftype: str) -> list[dict]:
+def facts_of(report: dict, ftype: str) -> list[dict]:
     return [f for f in report["facts"] if f["type"] == ftype]
 
 
@@ -136,7 +136,7 @@ def view_model(report: dict) -> dict:
 
     def label(stage: str) -> str:
         return stage_label(stage, lang)
-    stages = {f["stage"]: f for f in _facts_of(report, "stage")}
+    stages = {f["stage"]: f for f in facts_of(report, "stage")}
     rows = []
     for s in STAGES:
         f = stages.get(s)
@@ -145,31 +145,31 @@ def view_model(report: dict) -> dict:
         rows.append({"label": label(s), "status": L["statuses"][f["status"]], "state": f["status"],
                      "metric": f.get("metric") or "", "value": f"{f['value']:.6g}" if f["has_value"] else "",
                      "note": _basis(f, L, lang), "source": source_text(f["source"], lang)})
-    platform = (_facts_of(report, "platform") or [{}])[0]
+    platform = (facts_of(report, "platform") or [{}])[0]
 
     def machine(fact: dict) -> str:
         return f"{L['open']}{L['this_machine']}{L['close']}" if from_this_machine(fact) else ""
     versions = [f"{v['package']} {v['version']}{machine(v)}" if v["known"]
-                else f"{v['package']} {L['not_given']}" for v in _facts_of(report, "version")]
+                else f"{v['package']} {L['not_given']}" for v in facts_of(report, "version")]
     plat = (f"{platform.get('chip')} / {platform.get('march')}{machine(platform)}"
             if platform.get("known") else L["not_given"])
-    case = (_facts_of(report, "case") or [{}])[0]
-    kinds = [id_words(f["kind"], lang) for f in _facts_of(report, "evidence")]
+    case = (facts_of(report, "case") or [{}])[0]
+    kinds = [id_words(f["kind"], lang) for f in facts_of(report, "evidence")]
     checks = []
-    for run in _facts_of(report, "analysis_run"):
+    for run in facts_of(report, "analysis_run"):
         checks.append(f"{L['analysis_runs']} {run['analysis_model_type']}{sep}"
                       f"{label(run['baseline'])}{L['versus']}{label(run['analysis'])}"
                       f"{L['open'] + run['out_dir'] + L['close'] if run['out_dir'] else ''}"
                       f"{L['semicolon']}"
                       f"{L['sensitivity_yes'] if run['sensitivity'] else L['sensitivity_no']}")
     postprocess = case.get("postprocess_in_model", "unknown")
-    if checks or _facts_of(report, "qa_folder"):
+    if checks or facts_of(report, "qa_folder"):
         checks.append(L["postprocess_in_model"][postprocess])
     user = [f"{id_words(u['check'], lang)}{L['open']}{L[u['value']]}{L['close']}"
-            for u in _facts_of(report, "user_check") if u["value"] != "unknown"]
+            for u in facts_of(report, "user_check") if u["value"] != "unknown"]
     if user:
         checks.append(f"{L['user_checks']}{sep}{L['semicolon'].join(user)}")
-    history = (_facts_of(report, "consistency_history") or [{}])[0]
+    history = (facts_of(report, "consistency_history") or [{}])[0]
     tried = [str(i) for i in range(3) if history.get(f"tried_{i}")]
     fixes = f"{L['levels_tried']}{sep}{', '.join(tried)}" if tried else L["no_fixes"]
     stage = report["conclusion"]["stage"]
@@ -215,11 +215,11 @@ def _thresholds_line(report: dict, lang: str) -> str:
 def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:
     """Per QuantAnalysis folder: comparison, first abnormal layer, error kind, worst, top ops."""
     out = []
-    for folder in _facts_of(report, "qa_folder"):
+    for folder in facts_of(report, "qa_folder"):
         name = folder["analysis"]
 
         def one(ftype, name=name):
-            return next((f for f in _facts_of(report, ftype) if f.get("analysis") == name), None)
+            return next((f for f in facts_of(report, ftype) if f.get("analysis") == name), None)
         lines = [L["qa"]["from_probe"]] if folder.get("origin") == "probe" else []
         origin, kind, worst = one("layer_origin"), one("error_kind"), one("layer_worst")
         if origin:
@@ -233,7 +233,7 @@ def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:
         if worst and worst["has_origin"] and not worst["is_origin"]:
             lines.append(fill(L["qa"]["worst"],
                               {**worst, "where": source_text(worst["source"], lang)}, lang))
-        for sens in (f for f in _facts_of(report, "sensitivity_summary") if f["analysis"] == name):
+        for sens in (f for f in facts_of(report, "sensitivity_summary") if f["analysis"] == name):
             lines.append(fill(L["qa"]["sensitivity"],
                               {**sens, "where": source_text(sens["source"], lang)}, lang))
         comparison = folder["comparison"]
@@ -287,7 +287,7 @@ def _consistency_line(report: dict, L: dict) -> str:
     if c["level"] is None:
         return L["pending"]
     text = f"{L['level']}{L['colon']}{c['level']}"
-    plugin = next((v for v in _facts_of(report, "version")
+    plugin = next((v for v in facts_of(report, "version")
                    if v["package"] == "horizon-plugin-pytorch"), None)
     if c.get("old_level") is not None and (plugin is None or plugin["meets"] != "yes"):
         text += f"{L['open']}{L['old_numbering']} {c['old_level']}{L['close']}"

@@ -8,6 +8,7 @@ a checklist item turned failed, a new pitfall), which ``--fail-on regression`` a
 from __future__ import annotations
 
 from .fact_types import STAGES
+from .report import facts_of
 
 DIFF_SCHEMA = "qcdoctor/diff-v1"
 _LAYER_FIELDS = {"layer_origin": ("layer", "row", "pattern", "op_type", "cosine"),
@@ -15,22 +16,18 @@ _LAYER_FIELDS = {"layer_origin": ("layer", "row", "pattern", "op_type", "cosine"
                  "sensitivity_summary": ("top_ops", "lut_ops", "dominant")}
 
 
-def _facts(report: dict, ftype: str) -> list[dict]:
-    return [f for f in report["facts"] if f["type"] == ftype]
-
-
 def _side(report: dict) -> dict:
     c = report["conclusion"]
     return {"case": report["case"]["path"],
             "conclusion": {"stage": c["stage"], "determined": c["determined"],
                            "suspect": c["suspect"] or ""},
-            "abnormal": [f["stage"] for f in _facts(report, "stage") if f["status"] == "abnormal"]}
+            "abnormal": [f["stage"] for f in facts_of(report, "stage") if f["status"] == "abnormal"]}
 
 
 def stage_changes(old: dict, new: dict) -> list[dict]:
     """Every chain stage whose status or value differs, in chain order, with the delta."""
-    before = {f["stage"]: f for f in _facts(old, "stage")}
-    after = {f["stage"]: f for f in _facts(new, "stage")}
+    before = {f["stage"]: f for f in facts_of(old, "stage")}
+    after = {f["stage"]: f for f in facts_of(new, "stage")}
     out = []
     for stage in STAGES:
         a, b = before.get(stage, {}), after.get(stage, {})
@@ -53,7 +50,7 @@ def layer_changes(old: dict, new: dict) -> list[dict]:
     for ftype, fields in _LAYER_FIELDS.items():
         def keyed(report, fields=fields, ftype=ftype):
             return {(f["analysis"], f.get("output", ""), f.get("metric", "")):
-                    {k: f.get(k) for k in fields} for f in _facts(report, ftype)}
+                    {k: f.get(k) for k in fields} for f in facts_of(report, ftype)}
         before, after = keyed(old), keyed(new)
         for key in sorted(set(before) | set(after)):
             if before.get(key) != after.get(key):
