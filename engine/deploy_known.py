@@ -10,6 +10,8 @@ offered as a default to confirm.
 
 from __future__ import annotations
 
+import os
+from functools import lru_cache
 from pathlib import Path
 
 from qcdoctor.collectors.deploy_script import TRACKED, UNKNOWN, Call, read_script
@@ -17,17 +19,33 @@ from qcdoctor.collectors.files import ArtifactRefused, CaseFiles, walk
 from qcdoctor.collectors.hb_compile_yaml import read_hb_compile
 
 from .errors import QcdoctorError
+from .questions import question_for_key
 
 MAX_SCRIPTS = 50            # .py files looked at when searching the case for a compile script
-BOARD_COLORS = ("nv12", "rgb", "bgr", "yuv444", "gray", "featuremap")
-TRAIN_COLORS = ("rgb", "bgr", "yuv444", "gray", "featuremap")
+
+
+def _choices(key: str) -> tuple:
+    """The answers the intake's question for ``key`` takes (rules/questions.yaml)."""
+    return question_for_key(key).choices
 
 
 def _calls(files: CaseFiles, path: Path) -> list[Call] | None:
     try:
-        return read_script(files.check(path, "script"))
+        return _parsed(read_script, files.check(path, "script"))
     except (ArtifactRefused, QcdoctorError):
         return None
+
+
+def _parsed(reader, path: Path):
+    """``reader(path)``, read again only when the file changed: the intake asks for known
+    answers before every question, and the same script and config stay as they were."""
+    info = os.stat(path)
+    return _parsed_version(reader, str(path), info.st_mtime_ns, info.st_size, info.st_ino)
+
+
+@lru_cache(maxsize=16)
+def _parsed_version(reader, path: str, mtime_ns: int, size: int, inode: int):
+    return reader(Path(path))
 
 
 def find_compile_scripts(folder: Path, files: CaseFiles) -> list[str]:
@@ -52,23 +70,24 @@ def known_answers(folder: Path, deploy: dict, files: CaseFiles) -> dict[str, tup
     config = None
     if config_name:
         try:
-            config = read_hb_compile(files.check(folder / config_name, "config"))
+            config = _parsed(read_hb_compile, files.check(folder / config_name, "config"))
         except (ArtifactRefused, QcdoctorError):
             config = None
     row = (config or {}).get("inputs", [{}])[0] if config and config.get("inputs") else {}
-    for key, field, allowed in (("deploy.train.color", "input_type_train", TRAIN_COLORS),
-                                ("deploy.board.color", "input_type_rt", BOARD_COLORS),
-                                ("deploy.board.input_source", "input_source", ("pyramid", "resizer", "ddr")),
-                                ("deploy.train.layout", "input_layout_train", ("NCHW", "NHWC"))):
+    for key, field in (("deploy.train.color", "input_type_train"),
+                       ("deploy.board.color", "input_type_rt"),
+                       ("deploy.board.input_source", "input_source"),
+                       ("deploy.train.layout", "input_layout_train")):
         value = str(row.get(field) or "")
         value = value.upper() if key.endswith("layout") else value.lower()
-        if value in allowed:
+        if value in _choices(key):
             known[key] = (value, f"{config_name}: {field}")
     script = deploy.get("script")
     calls = _calls(files, folder / script) if script else None
     for call in calls or ():
         mode = call.args.get("mode")
-        if call.name == "insert_image_convert" and isinstance(mode, str) and mode.lower() in BOARD_COLORS:
+        if call.name == "insert_image_convert" and isinstance(mode, str) \
+                and mode.lower() in _choices("deploy.board.color"):
             known.setdefault("deploy.board.color", (mode.lower(), f"{script}:{call.line} {call.name}"))
     transpose = next((c for c in calls or () if c.name == "insert_transpose"), None)
     if transpose is not None and known.get("deploy.board.color", ("",))[0] in ("nv12", "gray"):
