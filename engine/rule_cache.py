@@ -1,11 +1,16 @@
 """A cache of the parsed rule book, so a CLI run does not parse 170 YAML files each time.
 
-The cache file holds the rules exactly as ``parse_rule`` built them, keyed by a hash of
-every rule file, the code that parses and checks them, and the Python version. It lives
-in the user's cache folder (``QCDOCTOR_CACHE_DIR``, else ``$XDG_CACHE_HOME/qcdoctor``,
-else ``~/.cache/qcdoctor``; ``QCDOCTOR_CACHE_DIR=off`` disables it). A stale, corrupt,
-foreign or unreadable file is ignored and the rules are parsed afresh; a file holding
-anything but rule objects is refused by the unpickler before any of it runs.
+The cache file holds the rules exactly as ``parse_rule`` built them. It is found by the
+files' stamps (size, times, inode) and the Python version, so a run that hits it opens no
+rule file; it also records a hash of every rule file and of the code that parses and checks
+them. Stamps alone are trusted only for files last changed well before the cache was
+written: a file changed within ``SETTLED_NS`` of it (a change inside the file system's
+clock tick keeps its stamp) is hashed on every read until the cache is rewritten later.
+It lives in a folder of this user's cache folder (``QCDOCTOR_CACHE_DIR``, else
+``$XDG_CACHE_HOME/qcdoctor``, else ``~/.cache/qcdoctor``; ``QCDOCTOR_CACHE_DIR=off``
+disables it). A stale, corrupt, foreign or unreadable file is ignored and the rules are
+parsed afresh; a file holding anything but rule objects is refused by the unpickler
+before any of it runs.
 """
 
 from __future__ import annotations
@@ -17,9 +22,7 @@ import pickle
 import sys
 from pathlib import Path
 
-from .atomic import replaced_atomically
-
-_FORMAT = b"qcdoctor-rules-2"
+_FORMAT = b"qcdoctor-rules-3"
 # the code whose behaviour is frozen into cached rules
 _CODE = ("rulebook.py", "patterns.py", "fact_types.py", "vocabulary.py", "rule_cache.py")
 # what a cache file may contain: these classes and plain data, nothing else
@@ -53,15 +56,41 @@ def private_dir(name: str) -> Path | None:
     return folder
 
 
+# a file changed less than this before the cache was written is hashed again on each read
+SETTLED_NS = 2_000_000_000
+_HERE = Path(__file__).resolve().parent
+
+
+def stamp(status: os.stat_result) -> tuple[int, int, int, int]:
+    """What changes when a file is rewritten, replaced or touched."""
+    return status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino
+
+
 def cache_key(sources: list[tuple[str, bytes]]) -> str:
     """Hash of (name, bytes) of every rule file plus the parsing code and Python version."""
     digest = hashlib.sha256(_FORMAT + sys.version.encode())
-    here = Path(__file__).resolve().parent
     for name in _CODE:
-        digest.update(name.encode() + b"\0" + (here / name).read_bytes())
+        digest.update(name.encode() + b"\0" + (_HERE / name).read_bytes())
     for name, data in sources:
         digest.update(name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()
+
+
+def stamp_key(root: str, stamps: list[tuple[str, tuple]]) -> tuple[str, int]:
+    """(the cache key of the rule files under ``root`` by their stamps, the code's and the
+    Python version; the newest change time among those files, in ns). The key starts with
+    a hash of ``root``: each installed copy keeps its own cache file."""
+    code = [(name, stamp(os.stat(_HERE / name))) for name in _CODE]
+    digest = hashlib.sha256(_FORMAT + sys.version.encode() + repr(code).encode())
+    digest.update(repr(stamps).encode())
+    newest = max((max(s[1], s[2]) for _, s in code + stamps), default=0)
+    family = hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return f"{family}-{digest.hexdigest()[:40]}", newest
+
+
+def content_file_key(content: str) -> str:
+    """The cache key of rule files without stamps (a zipped install): their contents'."""
+    return f"anywhere-{content[:40]}"
 
 
 class _RulesOnly(pickle.Unpickler):
@@ -72,12 +101,15 @@ class _RulesOnly(pickle.Unpickler):
 
 
 def _path(key: str) -> Path | None:
-    folder = cache_dir()
-    return folder / f"rules-{key[:40]}.pickle" if folder else None
+    folder = private_dir("rules")
+    return folder / f"rules-{key}.pickle" if folder else None
 
 
-def read(key: str):
-    """The cached rules for ``key``, or None when there is no usable cache file."""
+def read(key: str, content_key=None, newest_ns: int = 0):
+    """The cached rules for ``key`` (``stamp_key``'s, or ``content_file_key``'s where the files
+    have no stamps), or None when there is no usable cache file. ``content_key``: a callable
+    giving ``cache_key`` of the files, asked when the stamps alone cannot be trusted (the
+    cache is then rewritten as settled once ``newest_ns`` is old enough)."""
     path = _path(key)
     if path is None:
         return None
@@ -89,19 +121,35 @@ def read(key: str):
     if not (isinstance(stored, dict) and stored.get("key") == key
             and isinstance(stored.get("rules"), tuple)):
         return None
+    if stored.get("settled") is not True:
+        content = content_key() if content_key else None
+        if content is None or stored.get("content") != content:
+            return None
+        if _settled(newest_ns):
+            write(key, stored["rules"], content, newest_ns)
     return stored["rules"]
 
 
-def write(key: str, rules: tuple) -> None:
-    """Store ``rules`` for ``key``; a cache that cannot be written is skipped silently."""
+def _settled(newest_ns: int) -> bool:
+    import time
+    return time.time_ns() - newest_ns >= SETTLED_NS
+
+
+def write(key: str, rules: tuple, content: str | None = None, newest_ns: int = 0) -> None:
+    """Store ``rules`` for ``key``, with the files' ``content`` hash; stamps are trusted alone
+    once the newest change (``newest_ns``) is ``SETTLED_NS`` old. A cache that cannot be
+    written is skipped silently."""
     path = _path(key)
     if path is None:
         return
+    from .atomic import replaced_atomically  # only when writing: it imports tempfile
+    settled = content is None or _settled(newest_ns)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         with replaced_atomically(path, 0o600) as temporary, open(temporary, "wb") as out:
-            pickle.dump({"key": key, "rules": rules}, out, protocol=pickle.HIGHEST_PROTOCOL)
-        for stale in path.parent.glob("rules-*.pickle"):    # other versions' caches
+            pickle.dump({"key": key, "content": content, "settled": settled, "rules": rules},
+                        out, protocol=pickle.HIGHEST_PROTOCOL)
+        family = key.split("-", 1)[0]       # this copy's caches of other versions
+        for stale in path.parent.glob(f"rules-{family}-*.pickle"):
             if stale != path:
                 stale.unlink(missing_ok=True)
     except Exception:  # noqa: BLE001 - a read-only or full disk only costs speed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -194,26 +195,27 @@ def _stratify(rules: list[Rule]) -> list[Rule]:
             sorted(by_id.values(), key=lambda r: r.id)]
 
 
-def _rule_sources(root) -> list[tuple[str, str, bytes]]:
-    """(group, where, bytes) of every rule file under ``root``, checking folder and file
-    names. The bytes are hashed on every run and decoded only when the cache misses."""
+def _rule_sources(root) -> list[tuple[str, str, Callable[[], bytes], tuple | None]]:
+    """(group, where, reader of its bytes, stamp or None) of every rule file under ``root``,
+    checking folder and file names. Files are opened only when the cache cannot answer."""
     sources = []
     for group, entries in _rule_folders(root):
         if group not in GROUPS:
             raise RuleError(f"unknown rule group folder {group!r}", file=f"rules/{group}")
-        for name, read in entries:
+        for name, read, stamp in entries:
             if not name.endswith((".yaml", ".yml")):
                 continue
             where = f"rules/{group}/{name}"
             if not FILE_RE.match(name):
                 raise RuleError("rule files are named <ID>-<slug>.yaml", file=where)
-            sources.append((group, where, read()))
+            sources.append((group, where, read, stamp))
     return sources
 
 
 def _rule_folders(root):
-    """(group, [(file name, reader)]) per rule folder, sorted by name; plain folders through
-    os.scandir (a third of the time of pathlib on every run), others as resources."""
+    """(group, [(file name, reader, stamp)]) per rule folder, sorted by name; plain folders
+    through os.scandir (a third of the time of pathlib on every run), with their stamps;
+    others (a zipped install) as resources, without."""
     def reader(path):
         def read() -> bytes:
             with open(path, "rb") as handle:
@@ -225,12 +227,13 @@ def _rule_folders(root):
                             key=lambda e: e.name)
         for group in groups:
             with os.scandir(group.path) as listing:
-                files = sorted((e.name, reader(e.path)) for e in listing)
+                files = sorted((e.name, reader(e.path), rule_cache.stamp(e.stat()))
+                               for e in listing)
             yield group.name, files
         return
     for group_dir in sorted(root.iterdir(), key=lambda p: p.name):
         if group_dir.is_dir() and not group_dir.name.startswith(("_", ".")):
-            yield group_dir.name, [(p.name, p.read_bytes)
+            yield group_dir.name, [(p.name, p.read_bytes, None)
                                    for p in sorted(group_dir.iterdir(), key=lambda p: p.name)]
 
 
@@ -263,13 +266,27 @@ def load_rules_from(root, *, cached: bool = True) -> list[Rule]:
     from the rule cache when it matches the files."""
     sources = _rule_sources(root)
     if not cached:
-        return _parse_sources(sources)
-    key = rule_cache.cache_key([(where, data) for _, where, data in sources])
-    rules = rule_cache.read(key)
+        return _parse_sources(_read(sources))
+    contents: list = []
+
+    def content_key() -> str:
+        contents[:] = contents or _read(sources)
+        return rule_cache.cache_key([(where, data) for _, where, data in contents])
+    stamps = [(where, stamp) for _, where, _, stamp in sources]
+    if all(stamp is not None for _, stamp in stamps):
+        key, newest = rule_cache.stamp_key(str(root), stamps)
+    else:                               # no stamps: found by the files' contents
+        key, newest = rule_cache.content_file_key(content_key()), 0
+    rules = rule_cache.read(key, content_key, newest)
     if rules is None:
-        rules = tuple(_parse_sources(sources))
-        rule_cache.write(key, rules)
+        content = content_key()
+        rules = tuple(_parse_sources(contents))
+        rule_cache.write(key, rules, content, newest)
     return list(rules)
+
+
+def _read(sources) -> list[tuple[str, str, bytes]]:
+    return [(group, where, read()) for group, where, read, _ in sources]
 
 
 @lru_cache(maxsize=1)

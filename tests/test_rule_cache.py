@@ -1,5 +1,6 @@
 """The parsed-rule cache: exactly the rules of a fresh parse, rebuilt when a rule file
-changes, and never trusted when corrupt or foreign."""
+changes (found by stamps, checked by content while a change is recent), and never trusted
+when corrupt or foreign."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def rules_copy(tmp_path, monkeypatch):
 
 
 def _cache_files(folder: Path) -> list[Path]:
-    return sorted((folder.parent / "cache").glob("rules-*.pickle"))
+    return sorted((folder.parent / "cache" / "rules").glob("rules-*.pickle"))
 
 
 def test_cached_rules_are_the_rules_of_a_fresh_parse(rules_copy):
@@ -57,6 +58,63 @@ def test_a_corrupt_cache_file_is_ignored(rules_copy):
     assert load_rules_from(rules_copy) == expected
     cache.write_bytes(b"\x00garbage")
     assert load_rules_from(rules_copy) == expected
+
+
+def _same_length_edit(rules_copy: Path) -> Path:
+    """ST050's priority 50 -> 51: same size; the modification time put back as it was."""
+    path = next(rules_copy.glob("stage/ST050-*.yaml"))
+    status = path.stat()
+    text = path.read_text(encoding="utf-8")
+    assert "\npriority: 50\n" in text
+    path.write_text(text.replace("\npriority: 50\n", "\npriority: 51\n"), encoding="utf-8")
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+    return path
+
+
+def test_a_change_the_stamps_miss_is_caught_while_it_is_recent(rules_copy, monkeypatch):
+    # a rewrite inside the file system's clock tick keeps size and mtime: with stamps
+    # reduced to those two, only the content check of recently changed files can see it
+    monkeypatch.setattr(rule_cache, "stamp", lambda status: (status.st_size,
+                                                             status.st_mtime_ns, 0, 0))
+    monkeypatch.setattr(rule_cache, "SETTLED_NS", 10**18)     # (copytree kept old mtimes)
+    assert {r.id: r for r in load_rules_from(rules_copy)}["ST050"].priority == 50
+    _same_length_edit(rules_copy)
+    assert {r.id: r for r in load_rules_from(rules_copy)}["ST050"].priority == 51
+
+
+def test_a_settled_cache_opens_no_rule_file(rules_copy, monkeypatch):
+    from qcdoctor.engine import rulebook
+    expected = load_rules_from(rules_copy, cached=False)
+    monkeypatch.setattr(rule_cache, "SETTLED_NS", 10**18)     # everything is recent
+    load_rules_from(rules_copy)
+    [cache] = _cache_files(rules_copy)
+    assert pickle.loads(cache.read_bytes())["settled"] is False
+    opened = []
+    monkeypatch.setattr(rulebook, "_read", lambda sources: opened.append(1) or [
+        (group, where, read()) for group, where, read, _ in sources])
+    assert load_rules_from(rules_copy) == expected and opened == [1]    # checked by content
+    monkeypatch.setattr(rule_cache, "SETTLED_NS", 0)          # now old enough: rewritten
+    assert load_rules_from(rules_copy) == expected and opened == [1, 1]
+    assert pickle.loads(cache.read_bytes())["settled"] is True
+    assert load_rules_from(rules_copy) == expected and opened == [1, 1]  # stamps alone
+
+
+def test_each_copy_of_the_rules_keeps_its_own_cache(rules_copy, tmp_path):
+    other = tmp_path / "other" / "rules"
+    shutil.copytree(rules_copy, other)
+    load_rules_from(rules_copy)
+    load_rules_from(other)
+    assert len(_cache_files(rules_copy)) == 2
+    assert load_rules_from(rules_copy) == load_rules_from(other)
+
+
+def test_a_cache_folder_others_can_write_to_is_not_used(rules_copy, tmp_path):
+    expected = load_rules_from(rules_copy, cached=False)
+    folder = tmp_path / "cache" / "rules"
+    folder.mkdir(parents=True)
+    folder.chmod(0o777)
+    assert load_rules_from(rules_copy) == expected
+    assert _cache_files(rules_copy) == []
 
 
 class _Payload:
