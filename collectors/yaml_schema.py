@@ -278,10 +278,11 @@ class BoundedLoader(_Limits, yaml.SafeLoader):
 
 
 def _fast_loader():
-    """The same composer and limits over libyaml's scanner and parser, where PyYAML has it.
+    """Where PyYAML has libyaml: (the same composer and limits over libyaml's scanner and
+    parser; libyaml's own composer, the limits checked on its nodes).
 
-    Scanning and parsing are most of the cost of a case file; the nodes, values and line
-    numbers are the same. Only documents it reads without complaint are taken from it.
+    The nodes, values and line numbers are the same as the reference loader's. Only
+    documents they read without complaint are taken from them.
     """
     if not getattr(yaml, "__with_libyaml__", False):
         return None
@@ -304,7 +305,51 @@ def _fast_loader():
                 # libyaml places an empty value elsewhere than the reference loader does
                 raise _Declined
             return node
-    return FastBoundedLoader
+    class ComposedInC(CParser, SafeConstructor, Resolver):
+        """libyaml composes the nodes too (no alias, shallow by construction: ``_load``
+        sends only such documents); the limits are checked on the nodes it built."""
+
+        def __init__(self, stream):
+            CParser.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+        def get_single_node(self):
+            node = CParser.get_single_node(self)
+            if node is not None:
+                _check_composed(node)
+            return node
+    return FastBoundedLoader, ComposedInC
+
+
+def _check_composed(root) -> None:
+    """The composer's limits on a finished node tree without aliases; any excess declines
+    the document to the reference loader, which words the message."""
+    pending, nodes = [(root, 1)], 0
+    while pending:
+        node, depth = pending.pop()
+        nodes += 1
+        if depth > limits.YAML_DEPTH or nodes > limits.YAML_NODES:
+            raise _Declined
+        if isinstance(node, yaml.ScalarNode):
+            if len(node.value) > limits.TEXT_CHARS or _SURROGATE.search(node.value) or (
+                    not node.value and not node.style):    # libyaml places an empty value
+                raise _Declined                            # elsewhere than the reference
+        elif isinstance(node, yaml.SequenceNode):
+            if len(node.value) > limits.LIST_ITEMS:
+                raise _Declined
+            pending.extend((item, depth + 1) for item in node.value)
+        else:
+            pending.extend((part, depth + 1) for pair in node.value for part in pair)
+
+
+def _nesting_bound(text: str) -> int:
+    """An upper bound of the nesting depth: every list or mapping needs one of these marks."""
+    return sum(text.count(mark) for mark in "[{-:?") + 1
+
+
+# libyaml's composer recurses in C: only documents this shallow (by _nesting_bound) go to it
+_C_COMPOSER_DEPTH = 1_000
 
 
 # where libyaml reads what the reference refuses (or reads otherwise): BOMs (it drops
@@ -316,7 +361,7 @@ class _Declined(Exception):
     """A document the fast loader leaves to the reference loader."""
 
 
-_FAST_LOADER = _fast_loader()
+_FAST_LOADER, _C_COMPOSED = _fast_loader() or (None, None)
 
 
 def _yaml_error(exc: Exception, file: str) -> QcdoctorError:
@@ -344,7 +389,10 @@ def _load(text: str, file: str, single):
     if _FAST_LOADER is not None and not _DIFFERENT_IN_LIBYAML.search(text):
         loader = None
         try:
-            loader = _FAST_LOADER(text)
+            # anchors, aliases and deep nesting need the limits while composing
+            composed_in_c = "&" not in text and "*" not in text and \
+                _nesting_bound(text) <= _C_COMPOSER_DEPTH
+            loader = (_C_COMPOSED if composed_in_c else _FAST_LOADER)(text)
             return single(loader)
         except Exception:  # noqa: BLE001 - any complaint: the reference loader words it
             pass

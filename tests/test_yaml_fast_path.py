@@ -1,4 +1,5 @@
-"""Case files are composed over libyaml where PyYAML has it: the nodes, values, line numbers
+"""Case files are composed over libyaml where PyYAML has it (our composer over its parser,
+or its own composer with the limits checked afterwards): the nodes, values, line numbers
 and errors must be exactly those of the pure-Python reference loader."""
 
 from __future__ import annotations
@@ -44,11 +45,26 @@ def _outcome(loader_class, text):
         return ("error", type(exc).__name__)
 
 
+_FAST_LOADERS = pytest.mark.parametrize("fast", ["_FAST_LOADER", "_C_COMPOSED"])
+
+
+@_FAST_LOADERS
 @pytest.mark.parametrize("name", example_names())
-def test_bundled_case_files_compose_identically(name):
+def test_bundled_case_files_compose_identically(name, fast):
     with example_path(name) as path:
         text = (path / "case.yaml").read_text(encoding="utf-8")
-    assert _nodes(yaml_schema._FAST_LOADER, text) == _nodes(BoundedLoader, text)
+    assert _nodes(getattr(yaml_schema, fast), text) == _nodes(BoundedLoader, text)
+
+
+def test_case_files_without_aliases_are_composed_by_libyaml(monkeypatch):
+    class Unused:
+        def __init__(self, text):
+            raise AssertionError("composed in Python")
+    monkeypatch.setattr(yaml_schema, "_FAST_LOADER", Unused)
+    monkeypatch.setattr(yaml_schema, "BoundedLoader", Unused)
+    for name in example_names():
+        with example_path(name) as path:
+            assert load_plain((path / "case.yaml").read_text(encoding="utf-8"), "case.yaml")
 
 
 _PIECES = st.sampled_from(["a", "b: 1", "- x", "  ", "\n", ": ", "- ", "#c", "'q'", '"d"',
@@ -61,15 +77,25 @@ _PIECES = st.sampled_from(["a", "b: 1", "- x", "  ", "\n", ": ", "- ", "#c", "'q
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_PIECES, max_size=30).map("".join))
 def test_any_text_gets_the_reference_outcome(text):
-    """Whatever the fast path reads must be read identically by the reference loader; what
-    it refuses or declines goes to the reference loader, so that needs no comparison."""
-    fast = _outcome(yaml_schema._FAST_LOADER, text)
-    if fast[0] == "ok" and not yaml_schema._DIFFERENT_IN_LIBYAML.search(text):
-        assert fast == _outcome(BoundedLoader, text)
+    """Whatever a fast path reads must be read identically by the reference loader; what
+    it refuses or declines goes to the reference loader, so that needs no comparison.
+    libyaml's own composer is given only texts without anchors and aliases."""
+    if yaml_schema._DIFFERENT_IN_LIBYAML.search(text):
+        return
+    fast = [_outcome(yaml_schema._FAST_LOADER, text)]
+    if "&" not in text and "*" not in text:
+        fast.append(_outcome(yaml_schema._C_COMPOSED, text))
+    for outcome in fast:
+        if outcome[0] == "ok":
+            assert outcome == _outcome(BoundedLoader, text)
 
 
 @pytest.mark.parametrize("text", ["a: [1, 2\n", "a: b: c\n", "a:\n\t- 1\n", 'a: "\\ud800"\n',
-                                  "a: \x07\n", "[" * 40 + "]" * 40, "- &x [1]\n- *y\n"])
+                                  "a: \x07\n", "[" * 40 + "]" * 40, "- &x [1]\n- *y\n",
+                                  "a:\n" + "".join(f"  - {i}\n" for i in range(1001)),
+                                  "a: " + "x" * 10_001 + "\n", "a: [" + "1," * 100_001 + "1]\n",
+                                  "a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 40)),
+                                  "- " * 1200 + "x\n"])
 def test_errors_are_worded_by_the_reference_loader(monkeypatch, text):
     with pytest.raises(QcdoctorError) as fast:
         load_plain(text, "case.yaml")
