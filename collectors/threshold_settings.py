@@ -80,10 +80,15 @@ def _toml():
 
 
 @lru_cache(maxsize=32)
-def _parsed(path: str, mtime_ns: int, size: int) -> dict:
+def _parsed(path: str, mtime_ns: int, size: int, naming: bytes | None) -> dict | None:
     """A settings file's TOML, parsed once per version of the file (a batch of cases
-    under one project reads the same pyproject.toml for every case)."""
-    return _toml().loads(Path(path).read_text(encoding="utf-8"))
+    under one project reads the same pyproject.toml for every case); None when the file
+    never says ``naming``: it cannot hold our table, and a project's own TOML is not
+    ours to parse nor to judge."""
+    data = Path(path).read_bytes()
+    if naming is not None and naming not in data:
+        return None
+    return _toml().loads(data.decode("utf-8"))
 
 
 def _table(path: Path, keys: tuple[str, ...]) -> dict | None:
@@ -94,7 +99,8 @@ def _table(path: Path, keys: tuple[str, ...]) -> dict | None:
             raise QcdoctorError(f"larger than the {limits.size_text(limits.CASE_FILE_BYTES)} "
                                 "limit for a settings file", file=str(path),
                                 fix="keep only the settings in it")
-        data = _parsed(str(path), info.st_mtime_ns, info.st_size)
+        data = _parsed(str(path), info.st_mtime_ns, info.st_size,
+                       keys[1].encode() if keys[0] == "tool" else None)
     except (OSError, UnicodeDecodeError) as exc:
         raise QcdoctorError(f"cannot read it: {exc}", file=str(path)) from None
     except tomllib.TOMLDecodeError as exc:

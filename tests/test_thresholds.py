@@ -73,6 +73,13 @@ def test_pyproject_table_and_the_search_stops_at_the_checkout(project, tmp_path,
     assert triage(project / "case", capsys)["thresholds"]["top_n"] == 10     # above .git
     (project / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
     assert triage(project / "case", capsys)["thresholds"]["top_n"] == 10     # no table
+    # the project's own TOML, never naming qcdoctor, is not ours to judge
+    (project / "pyproject.toml").write_text("[project\nname = 'x'\n", encoding="utf-8")
+    assert triage(project / "case", capsys)["thresholds"]["top_n"] == 10
+    (project / "pyproject.toml").write_text("[tool.qcdoctor.thresholds\ntop_n = 4\n",
+                                            encoding="utf-8")
+    assert main(["triage", str(project / "case")]) == 2
+    assert "pyproject.toml" in capsys.readouterr().err.splitlines()[0]
     (project / "pyproject.toml").write_text("[tool.qcdoctor.thresholds]\ntop_n = 4\n",
                                             encoding="utf-8")
     report = triage(project / "case", capsys)
