@@ -560,3 +560,27 @@ def test_deployment_answers_the_compile_config_states_are_not_asked(tmp_path):
     assert deploy["board"] == {"color": "nv12", "input_source": "pyramid", "height": 544,
                                "width": 960}
     assert "input_type_rt" in (folder / "case.yaml").read_text()            # where it was read
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_answered_topic_still_open_shows_answers_as_the_prompts_do(tmp_path, lang):
+    """A yes/no answer reads yes or no in the open-topics line, never True or False."""
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "compile_model.py").write_text("print('compile')\n")
+    (tmp_path / "case.yaml").write_text(
+        "schema: qcdoctor/case-v1\n"
+        "deploy:\n"
+        "  script: deploy/compile_model.py\n"
+        "  train: {color: rgb, layout: NCHW, mean: [123.675, 116.28, 103.53],"
+        " std: [58.395, 57.12, 57.375]}\n"
+        "  board: {color: nv12, input_source: pyramid, height: 544, width: 960}\n",
+        encoding="utf-8")
+    intake = Intake(tmp_path, LinePrompter(), lang=lang, strict=True)
+    intake.doc.set("deploy.postprocess_same", False)        # as answered in this session
+    report = {"missing": [{"id": "deploy_adaptation", "question": "deployment settings"}],
+              "ask": [], "facts": []}
+    [(what, reason)] = intake.still_open(report)
+    assert what == "deployment settings"
+    assert "deploy/compile_model.py; rgb; NCHW; 123.675, 116.28, 103.53; " \
+           "58.395, 57.12, 57.375; nv12; pyramid; 544; 960; no" in reason
+    assert "True" not in reason and "False" not in reason
