@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from .reasons import reason
 from .tables import psql_tables
 
 # (kind, pattern on abnormal_info + advice); first match wins, most specific first
@@ -39,7 +40,7 @@ def load_advisor(path: Path) -> tuple[list[dict], list[str]]:
     else:
         tables = psql_tables(lines)
         if not tables:
-            raise ValueError("no psql table found")
+            raise ValueError(reason("no psql table found"))
         _, header, rows = tables[0]
         header = [h.lower() for h in header]
 
@@ -47,12 +48,14 @@ def load_advisor(path: Path) -> tuple[list[dict], list[str]]:
         return header.index(name) if name in header else None
     name_at, type_at, info_at, advice_at = at("mod_name"), at("op_type"), at("abnormal_info"), at("advice")
     if info_at is None and advice_at is None:
-        raise ValueError(f"no abnormal_info or advice column (columns: {', '.join(header)})")
+        raise ValueError(reason("no abnormal_info or advice column (columns: {columns})",
+                                columns=", ".join(header)))
     out = []
     for line, cells in rows:
         cell = _cells_reader(cells)
         if len(cells) < len(header):
-            problems.append(f"line {line}: {len(cells)} cells where the header has {len(header)}")
+            problems.append(reason("line {line}: {cells} cells where the header has {header}",
+                                   line=line, cells=len(cells), header=len(header)))
         info, advice = cell(info_at), cell(advice_at)
         out.append({"layer": cell(name_at), "op_type": cell(type_at), "info": info,
                     "advice": advice, "kind": classify(f"{info} {advice}"), "line": line})

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from .pt_files import load_pt
+from .reasons import reason
 from .tables import psql_tables, simple_table
 
 _INT = re.compile(r"^-?\d+$")
@@ -24,7 +25,7 @@ def worst_indices_from_txt(path: Path) -> dict[str, set[int]]:
     else:
         parsed = simple_table(lines)
         if parsed is None:
-            raise ValueError("no table found")
+            raise ValueError(reason("no table found"))
         _, header, rows = parsed
     out: dict[str, set[int]] = {}
     for _, cells in rows:
@@ -34,7 +35,7 @@ def worst_indices_from_txt(path: Path) -> dict[str, set[int]]:
         if ints:
             out[cells[0] or f"row {len(out) + 1}"] = ints
     if not out:
-        raise ValueError("the first table has no integer sample indices")
+        raise ValueError(reason("the first table has no integer sample indices"))
     return out
 
 
@@ -49,7 +50,7 @@ def worst_indices_from_pt(path: Path, trust_pickles: bool = False) -> dict[str, 
     elif isinstance(data, (list, tuple)) and len(data) >= 2:
         worst = data[1]              # older: (index table, worst-index dict, input dict)
     if not isinstance(worst, dict):
-        raise ValueError("no worst-index table found in this bad-case report")
+        raise ValueError(reason("no worst-index table found in this bad-case report"))
     out: dict[str, set[int]] = {}
     for per_metric in worst.values():
         items = per_metric.items() if isinstance(per_metric, dict) else [("value", per_metric)]

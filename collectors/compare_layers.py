@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .reasons import reason
 from .tables import Table, read_psql_file, read_qa_csv
 from .thresholds import DEFAULT, Thresholds
 
@@ -45,21 +46,23 @@ def load_compare(path: Path) -> LayerTable:
     if renames:
         frame.columns = [renames.get(c, c) for c in frame.columns]
     if "cosine" not in frame and "atol" not in frame:
-        raise ValueError("no Cosine or Atol column: not a compare_per_layer table")
+        raise ValueError(reason("no Cosine or Atol column: not a compare_per_layer table"))
     for column in NUMERIC:
         if column in frame and not pd.api.types.is_numeric_dtype(frame[column]):
             numbers = pd.to_numeric(frame[column], errors="coerce")
             bad = numbers.isna() & frame[column].notna()
             if bad.any():
-                table.problems.append(f"{int(bad.sum())} non-numeric value(s) in {column} "
-                                      "were treated as missing")
+                table.problems.append(reason("{count} non-numeric value(s) in {column} were "
+                                             "treated as missing", count=int(bad.sum()),
+                                             column=column))
             frame[column] = numbers
     for column in NUMERIC:
         if column in frame:
             values = frame[column].to_numpy(dtype=float)
             infinite = np.isinf(values)
             if infinite.any():
-                table.problems.append(f"inf in {column} was treated as missing")
+                table.problems.append(reason("inf in {column} was treated as missing",
+                                             column=column))
                 frame[column] = np.where(infinite, np.nan, values)
     table.frame = frame
     columns = set(frame.columns)

@@ -18,6 +18,7 @@ from pathlib import Path
 from qcdoctor.engine.errors import QcdoctorError
 
 from . import limits
+from .reasons import reason
 
 TRACKED = ("insert_image_preprocess", "insert_image_convert", "insert_transpose",
            "insert_roi_resize", "insert_split", "remove_io_op", "convert", "compile")
@@ -187,21 +188,26 @@ def read_script(path: Path) -> list[Call]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise QcdoctorError(f"cannot read the deploy script: {exc}", file=str(path),
-                            fix="give deploy.script as a path relative to the case folder") from None
+        raise QcdoctorError(reason("cannot read the deploy script: {error}", error=exc),
+                            file=str(path),
+                            fix=reason("give deploy.script as a path relative to the case "
+                                       "folder")) from None
     try:
         tree = ast.parse(text, filename=str(path))
         reader = _Reader()
         for statement in tree.body:
             reader.visit(statement)
     except SyntaxError as exc:
-        raise QcdoctorError(f"the deploy script is not valid Python: {exc.msg}", file=str(path),
-                            line=exc.lineno, fix="send the script as it runs") from None
+        raise QcdoctorError(reason("the deploy script is not valid Python: {error}",
+                                   error=exc.msg), file=str(path),
+                            line=exc.lineno, fix=reason("send the script as it runs")) from None
     except (RecursionError, MemoryError):
-        raise QcdoctorError("the deploy script nests expressions too deeply to read",
-                            file=str(path), fix="send the script as it runs; a generated "
-                                                "script can be cut to its hbdk4 calls") from None
+        raise QcdoctorError(reason("the deploy script nests expressions too deeply to read"),
+                            file=str(path), fix=reason("send the script as it runs; a generated "
+                                                       "script can be cut to its hbdk4 calls")
+                            ) from None
     except ValueError as exc:              # e.g. a null byte in the source
-        raise QcdoctorError(f"the deploy script cannot be read as Python: {exc}",
-                            file=str(path), fix="send the script as it runs") from None
+        raise QcdoctorError(reason("the deploy script cannot be read as Python: {error}",
+                                   error=exc),
+                            file=str(path), fix=reason("send the script as it runs")) from None
     return reader.calls

@@ -22,6 +22,7 @@ import numpy as np
 from qcdoctor.engine.errors import QcdoctorError
 
 from .pt_files import load_pt
+from .reasons import reason
 
 CHUNK = 1 << 20                       # elements per chunk (4 MiB of float32)
 DUMP_SUFFIXES = (".npy", ".pt", ".bin")
@@ -58,7 +59,8 @@ class Dump:
             for start in range(0, self.count, size):
                 part = buffer[:min(size, self.count - start)]
                 if handle.readinto(memoryview(part).cast("B")) != part.nbytes:
-                    raise QcdoctorError("the file ended early (truncated?)", file=str(self.path))
+                    raise QcdoctorError(reason("the file ended early (truncated?)"),
+                                        file=str(self.path))
                 yield self._dequantize(part, start)
 
     def _dequantize(self, part: np.ndarray, start: int) -> np.ndarray:
@@ -81,10 +83,13 @@ def _sidecar(path: Path, guard: Guard | None = None) -> dict:
                 readable = guard(candidate, "sidecar") if guard else candidate
                 data = json.loads(readable.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError) as exc:
-                raise QcdoctorError(f"unreadable sidecar: {exc}", file=str(candidate),
-                                    fix='write {"dtype": "float32", "shape": [1, 3, 8, 8]}') from None
+                raise QcdoctorError(reason("unreadable sidecar: {error}", error=exc),
+                                    file=str(candidate),
+                                    fix=reason('write {{"dtype": "float32", "shape": '
+                                               '[1, 3, 8, 8]}}')) from None
             if not isinstance(data, dict):
-                raise QcdoctorError("a sidecar holds one JSON object", file=str(candidate))
+                raise QcdoctorError(reason("a sidecar holds one JSON object"),
+                                    file=str(candidate))
             return data
     return {}
 
@@ -98,7 +103,7 @@ def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False,
         path = guard(path, "pickle" if path.suffix == ".pt" else "dump")
         meta = _sidecar(shown, guard)
     elif not path.is_file():
-        raise QcdoctorError("no such dump file", file=str(path))
+        raise QcdoctorError(reason("no such dump file"), file=str(path))
     else:
         meta = _sidecar(path)
     raw = None                                   # (dtype, offset, count) of data read in chunks
@@ -112,18 +117,19 @@ def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False,
                 header = read_header(handle)
                 offset = handle.tell()
         except (ValueError, OSError) as exc:
-            raise QcdoctorError(f"not a .npy file ({exc})", file=str(path)) from None
+            raise QcdoctorError(reason("not a .npy file ({error})", error=exc),
+                                file=str(path)) from None
         npy_shape, fortran, np_dtype = header
         if np_dtype.hasobject:
-            raise QcdoctorError("this .npy holds Python objects", file=str(path),
-                                fix="save plain numeric arrays")
+            raise QcdoctorError(reason("this .npy holds Python objects"), file=str(path),
+                                fix=reason("save plain numeric arrays"))
         if fortran and len(npy_shape) > 1:
             array = np.load(path, mmap_mode="r", allow_pickle=False)
         else:
             count = int(np.prod(npy_shape))
             if path.stat().st_size < offset + count * np_dtype.itemsize:
-                raise QcdoctorError("the .npy file is shorter than its header says (truncated?)",
-                                    file=str(path))
+                raise QcdoctorError(reason("the .npy file is shorter than its header says "
+                                           "(truncated?)"), file=str(path))
             raw = (np_dtype, offset, count)
             meta.setdefault("shape", list(npy_shape))
     elif path.suffix == ".pt":
@@ -135,24 +141,28 @@ def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False,
         elif isinstance(data, np.ndarray):
             array = data
         else:
-            raise QcdoctorError(f"expected one tensor, found {type(data).__name__}", file=str(path),
-                                fix="save each output as its own tensor")
+            raise QcdoctorError(reason("expected one tensor, found {kind}",
+                                       kind=type(data).__name__), file=str(path),
+                                fix=reason("save each output as its own tensor"))
     else:
         kind = meta.get("dtype") or dtype or "float32"
         try:
             np_dtype = np.dtype(kind)
         except TypeError:
-            raise QcdoctorError(f"unknown dtype {kind!r}", file=str(path)) from None
+            raise QcdoctorError(reason("unknown dtype {kind!r}", kind=kind),
+                                file=str(path)) from None
         if path.stat().st_size % np_dtype.itemsize:
-            raise QcdoctorError(f"size {path.stat().st_size} is not a multiple of {kind}'s "
-                                f"{np_dtype.itemsize} bytes", file=str(path),
-                                fix="give the right dtype in a sidecar <file>.json")
+            raise QcdoctorError(reason("size {size} is not a multiple of {kind}'s {itemsize} "
+                                       "bytes", size=path.stat().st_size, kind=kind,
+                                       itemsize=np_dtype.itemsize), file=str(path),
+                                fix=reason("give the right dtype in a sidecar <file>.json"))
         raw = (np_dtype, 0, path.stat().st_size // np_dtype.itemsize)
     size = raw[2] if raw else array.size
     shape = tuple(meta.get("shape") or (array.shape if array is not None else (size,)))
     if int(np.prod(shape)) != size:
-        raise QcdoctorError(f"shape {list(shape)} does not hold {size} values", file=str(path),
-                            fix="correct the shape in the sidecar")
+        raise QcdoctorError(reason("shape {shape} does not hold {size} values",
+                                   shape=list(shape), size=size), file=str(path),
+                            fix=reason("correct the shape in the sidecar"))
     scale = meta.get("scale")
     if isinstance(scale, list):
         scale = np.asarray(scale, dtype=np.float32)
@@ -236,7 +246,7 @@ def compare_paths(left: Path, right: Path, decimals: int = 4, dtype: str | None 
     """Per output: matched by output index or name; unmatched ones are listed too."""
     if not left.exists() or not right.exists():
         missing = left if not left.exists() else right
-        raise QcdoctorError("no such dump file or folder", file=str(missing))
+        raise QcdoctorError(reason("no such dump file or folder"), file=str(missing))
     lfiles, rfiles = dump_files(left), dump_files(right)
     if left.is_file() and right.is_file():
         lfiles, rfiles = {"output": left}, {"output": right}

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from qcdoctor.engine.errors import QcdoctorError
 
+from .reasons import reason
+
 MAX_FILES = 20000
 _SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules"}
 
@@ -73,9 +75,9 @@ class CaseFiles:
     def folder_path(self, path: Path, source: str | None = None) -> Path:
         """A folder of artifacts (QuantAnalysis output, dumps), confined like a file."""
         if not self.inside(path):
-            raise self._refuse(path, "refused: it lies outside the case folder",
-                               "copy it into the case folder, or pass --allow-outside "
-                               "with the folder that holds it", source)
+            raise self._refuse(path, reason("refused: it lies outside the case folder"),
+                               reason("copy it into the case folder, or pass --allow-outside "
+                                      "with the folder that holds it"), source)
         return Path(os.path.realpath(path))
 
     def check(self, path: Path, kind: str, source: str | None = None) -> Path:
@@ -84,16 +86,20 @@ class CaseFiles:
         try:
             info = os.stat(resolved)
         except OSError as exc:
-            raise self._refuse(path, f"cannot read it: {exc.strerror or 'not found'}",
-                               "check the path, relative to the case folder", source) from None
+            raise self._refuse(path, reason("cannot read it: {error}",
+                                            error=exc.strerror or "not found"),
+                               reason("check the path, relative to the case folder"),
+                               source) from None
         if not stat.S_ISREG(info.st_mode):
-            raise self._refuse(path, "refused: not a regular file (a folder, device or FIFO)",
-                               "give the path of the file itself", source)
+            raise self._refuse(path, reason("refused: not a regular file (a folder, device "
+                                            "or FIFO)"),
+                               reason("give the path of the file itself"), source)
         cap = SIZE_CAPS[kind]
         if cap is not None and info.st_size > cap:
-            raise self._refuse(path, f"refused: {info.st_size} bytes, more than the "
-                                     f"{cap // MiB} MiB read for a {kind} file",
-                               "send the file this run needs, not a larger one", source)
+            raise self._refuse(path, reason("refused: {size} bytes, more than the {cap} MiB "
+                                            "read for a {kind} file", size=info.st_size,
+                                            cap=cap // MiB, kind=kind),
+                               reason("send the file this run needs, not a larger one"), source)
         self.read.add(resolved)
         return resolved
 
@@ -104,8 +110,8 @@ class CaseFiles:
         with open(resolved, "rb") as handle:
             data = handle.read(cap + 1 if cap is not None else -1)
         if cap is not None and len(data) > cap:
-            raise self._refuse(path, "refused: it grew beyond its size cap while read",
-                               "send a file that is not being written to", source)
+            raise self._refuse(path, reason("refused: it grew beyond its size cap while read"),
+                               reason("send a file that is not being written to"), source)
         return data
 
     def read_text(self, path: Path, kind: str, source: str | None = None,

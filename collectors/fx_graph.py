@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .reasons import reason
 from .tables import simple_table
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -62,12 +63,13 @@ def load_graph(path: Path) -> tuple[Graph, list[dict]]:
     start = next((i for i, line in enumerate(lines) if line.strip() == "Graph:"), 0)
     parsed = simple_table(lines, start)
     if parsed is None:
-        raise ValueError("no 'opcode name target args kwargs' table found")
+        raise ValueError(reason("no 'opcode name target args kwargs' table found"))
     _, header, rows = parsed
     lower = [h.lower() for h in header]
     for need in ("opcode", "name", "target", "args"):
         if need not in lower:
-            raise ValueError(f"no {need} column (columns: {', '.join(header)})")
+            raise ValueError(reason("no {column} column (columns: {columns})", column=need,
+                                    columns=", ".join(header)))
     op_at, name_at, target_at, args_at = (lower.index(k) for k in ("opcode", "name", "target", "args"))
     graph, hints = Graph(), []
     for line, cells in rows:

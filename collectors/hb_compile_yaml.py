@@ -6,6 +6,7 @@ from pathlib import Path
 
 from qcdoctor.engine.errors import QcdoctorError
 
+from .reasons import reason
 from .yaml_schema import load_plain
 
 INPUT_KEYS = ("input_type_rt", "input_type_train", "input_layout_train", "input_source",
@@ -24,10 +25,11 @@ def read_hb_compile(path: Path) -> dict:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise QcdoctorError(f"cannot read the compile config: {exc}", file=str(path)) from None
+        raise QcdoctorError(reason("cannot read the compile config: {error}", error=exc),
+                            file=str(path)) from None
     data = load_plain(text, str(path)) or {}
     if not isinstance(data, dict):
-        raise QcdoctorError("the compile config is not a mapping", file=str(path))
+        raise QcdoctorError(reason("the compile config is not a mapping"), file=str(path))
     model, inputs, compiler = (_section(data, name) for name in
                                ("model_parameters", "input_parameters", "compiler_parameters"))
     columns = {key: _split(inputs.get(key)) for key in INPUT_KEYS}

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from qcdoctor.engine.errors import QcdoctorError
 
+from .reasons import reason
+
 
 class UnsafePickle(QcdoctorError):
     """The file needs arbitrary unpickling, which was not allowed."""
@@ -16,27 +18,31 @@ def load_pt(path: Path, trust_pickles: bool = False):
     try:
         import torch
     except ImportError:
-        raise QcdoctorError("reading .pt files needs torch", file=str(path),
-                            fix="pip install torch==2.13.0 (CPU build is enough)") from None
+        raise QcdoctorError(reason("reading .pt files needs torch"), file=str(path),
+                            fix=reason("pip install torch==2.13.0 (CPU build is enough)")
+                            ) from None
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds for bad files
         unpickling = "weights_only" in str(exc) or "Unsupported global" in str(exc) \
             or "UnpicklingError" in type(exc).__name__
         if not unpickling:
-            raise QcdoctorError(f"cannot read this .pt file ({type(exc).__name__}: "
-                                f"{str(exc).splitlines()[0][:200]})", file=str(path),
-                                fix="check the file is complete (not truncated) and was "
-                                    "written by torch.save") from None
+            raise QcdoctorError(reason("cannot read this .pt file ({error})",
+                                       error=f"{type(exc).__name__}: "
+                                             f"{str(exc).splitlines()[0][:200]}"),
+                                file=str(path),
+                                fix=reason("check the file is complete (not truncated) and was "
+                                           "written by torch.save")) from None
         if not trust_pickles:
-            raise UnsafePickle("this .pt file needs arbitrary unpickling (it stores Python "
-                               "objects, not only tensors), which can run code",
+            raise UnsafePickle(reason("this .pt file needs arbitrary unpickling (it stores "
+                                      "Python objects, not only tensors), which can run code"),
                                file=str(path),
-                               fix="if you trust where it came from, pass --trust-pickles") from None
+                               fix=reason("if you trust where it came from, pass "
+                                          "--trust-pickles")) from None
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001
-        raise QcdoctorError(f"cannot read this .pt file even with --trust-pickles "
-                            f"({type(exc).__name__})", file=str(path),
-                            fix="the classes it references may need the Horizon packages; "
-                                "send the .txt variant instead") from None
+        raise QcdoctorError(reason("cannot read this .pt file even with --trust-pickles "
+                                   "({error})", error=type(exc).__name__), file=str(path),
+                            fix=reason("the classes it references may need the Horizon "
+                                       "packages; send the .txt variant instead")) from None

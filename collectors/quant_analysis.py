@@ -29,6 +29,7 @@ from .qa_files import (
     load_probe_manifest,
     run_for,
 )
+from .reasons import reason
 from .statistic import load_statistic, weight_fact
 from .thresholds import DEFAULT, Thresholds
 
@@ -121,10 +122,11 @@ def _probe_manifest(path: Path) -> dict:
     from qcdoctor.engine.fact_types import STAGES
     data = load_probe_manifest(path)
     if not isinstance(data, dict) or data.get("origin") != "probe":
-        raise ValueError("not written by qcdoctor probe (no 'origin: probe')")
+        raise ValueError(reason("not written by qcdoctor probe (no 'origin: probe')"))
     kind = data.get("type")
     if kind not in ANALYSIS_TYPE_STAGES:
-        raise ValueError(f"type {kind!r} is not one of {', '.join(ANALYSIS_TYPE_STAGES)}")
+        raise ValueError(reason("type {kind!r} is not one of {types}", kind=kind,
+                                types=", ".join(ANALYSIS_TYPE_STAGES)))
     baseline, analysis = data.get("baseline"), data.get("analysis")
     if baseline not in STAGES or analysis not in STAGES:
         baseline, analysis = ANALYSIS_TYPE_STAGES[kind]
@@ -164,7 +166,8 @@ def collect_quant_analysis(case: Case, trust_pickles: bool = False,
         except ArtifactRefused:
             continue
         if not folder.is_dir():
-            facts.append(_problem(rel, "folder not found", False, case.source("artifacts")))
+            facts.append(_problem(rel, reason("folder not found"), False,
+                                  case.source("artifacts")))
             continue
         facts += _folder_facts(case, folder, rel, graph, trust_pickles, limits, files)
     facts += _model_check_facts(case, files)
@@ -242,7 +245,7 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
         if sens.problems:
             facts.append(_problem(srel, "; ".join(sens.problems[:5]), True, srel))
         if summary is None:
-            facts.append(_problem(srel, "no usable rows", True, srel))
+            facts.append(_problem(srel, reason("no usable rows"), True, srel))
             continue
         facts += [summary, sensitivity_series(sens, summary, srel)]
         if summary["top_kind"] == "weight":
@@ -294,7 +297,8 @@ def _graph(case: Case, facts: list[dict], files: CaseFiles) -> Graph | None:
         return None
     rel = _rel(case, path)
     if not os.path.lexists(path):
-        facts.append(_problem(rel, "file not found", False, case.source("artifacts.fx_graph")))
+        facts.append(_problem(rel, reason("file not found"), False,
+                              case.source("artifacts.fx_graph")))
         return None
     loaded = _read(facts, rel, load_graph, path, files=files, kind="table")
     if loaded is None:
@@ -335,7 +339,8 @@ def _model_check_facts(case: Case, files: CaseFiles) -> list[dict]:
     for path in paths:
         rel = _rel(case, path)
         if not os.path.lexists(path):
-            facts.append(_problem(rel, "file not found", False, case.source("artifacts")))
+            facts.append(_problem(rel, reason("file not found"), False,
+                                  case.source("artifacts")))
             continue
         found = _read(facts, rel, check_model, path, files=files, kind="table") or []
         by_kind: dict[str, list[dict]] = {}

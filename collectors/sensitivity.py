@@ -15,6 +15,7 @@ import numpy as np
 
 from .pt_files import load_pt
 from .qa_files import SENSITIVITY_RE
+from .reasons import reason
 from .tables import simple_table
 from .thresholds import DEFAULT, Thresholds
 
@@ -60,7 +61,8 @@ def load_sensitivity(path: Path, trust_pickles: bool = False) -> SensitivityFile
     path = Path(path)
     named = parse_name(path)
     if named is None:
-        raise ValueError("file name is not output_<name>[_case_<n>]_<metric>_sensitive_ops")
+        raise ValueError(reason("file name is not output_<name>[_case_<n>]_<metric>"
+                                "_sensitive_ops"))
     output, case, metric = named
     problems: list[str] = []
     if path.suffix == ".pt":
@@ -73,19 +75,21 @@ def load_sensitivity(path: Path, trust_pickles: bool = False) -> SensitivityFile
 def _rows_from_txt(text: str, metric: str, problems: list[str]) -> list[SensitivityRow]:
     parsed = simple_table(text.splitlines())
     if parsed is None:
-        raise ValueError("no table (header line with a dashed underline) found")
+        raise ValueError(reason("no table (header line with a dashed underline) found"))
     _, header, rows = parsed
     lower = [h.lower() for h in header]
     try:
         name_at = lower.index("op_name")
     except ValueError:
-        raise ValueError(f"no op_name column (columns: {', '.join(header)})") from None
+        raise ValueError(reason("no {column} column (columns: {columns})", column="op_name",
+                                columns=", ".join(header))) from None
     value_at = next((i for i, h in enumerate(lower) if h == metric.lower()), None)
     if value_at is None:
         value_at = next((i for i, h in enumerate(lower)
                          if h in ("l1", "atol", "cosine", "mse", "kl", "sqnr")), None)
     if value_at is None:
-        raise ValueError(f"no {metric} column (columns: {', '.join(header)})")
+        raise ValueError(reason("no {column} column (columns: {columns})", column=metric,
+                                columns=", ".join(header)))
 
     def col(name):
         return lower.index(name) if name in lower else None
@@ -95,11 +99,13 @@ def _rows_from_txt(text: str, metric: str, problems: list[str]) -> list[Sensitiv
         try:
             value = float(cells[value_at])
         except (ValueError, IndexError):
-            problems.append(f"line {line}: value {cells[value_at] if value_at < len(cells) else ''!r} "
-                            "is not a number; row skipped")
+            problems.append(reason("line {line}: value {value!r} is not a number; row skipped",
+                                   line=line,
+                                   value=cells[value_at] if value_at < len(cells) else ""))
             continue
         if not np.isfinite(value):
-            problems.append(f"line {line}: value is {value}; row skipped")
+            problems.append(reason("line {line}: value is {value}; row skipped", line=line,
+                                   value=value))
             continue
         out.append(SensitivityRow(cells[name_at], _pick(cells, type_at), _pick(cells, op_at),
                                   value, _pick(cells, dtype_at), line))
@@ -114,19 +120,23 @@ def _rows_from_pt(data, problems: list[str]) -> list[SensitivityRow]:
     if isinstance(data, dict):
         data = data.get("rows") or data.get("table") or list(data.values())
     if not isinstance(data, (list, tuple)):
-        raise ValueError(f"expected a list of rows, found {type(data).__name__}")
+        raise ValueError(reason("expected a list of rows, found {kind}",
+                                kind=type(data).__name__))
     out = []
     for i, row in enumerate(data, 1):
         if not isinstance(row, (list, tuple)) or len(row) < 4:
-            problems.append(f"entry {i}: not a row of op_name, type, op_type, value; skipped")
+            problems.append(reason("entry {entry}: not a row of op_name, type, op_type, value; "
+                                   "skipped", entry=i))
             continue
         try:
             value = float(row[3])
         except (TypeError, ValueError):
-            problems.append(f"entry {i}: value {row[3]!r} is not a number; skipped")
+            problems.append(reason("entry {entry}: value {value!r} is not a number; skipped",
+                                   entry=i, value=row[3]))
             continue
         if not np.isfinite(value):
-            problems.append(f"entry {i}: value is {value}; skipped")
+            problems.append(reason("entry {entry}: value is {value}; skipped", entry=i,
+                                   value=value))
             continue
         out.append(SensitivityRow(str(row[0]), str(row[1]), str(row[2]), value,
                                   str(row[4]) if len(row) > 4 else "", i))
@@ -162,8 +172,8 @@ def summarise(sens: SensitivityFile, analysis: str, source: str,
         return None
     rows, b = ranked(sens)
     if len(rows) < len(sens.rows):
-        sens.problems.append(f"{len(sens.rows) - len(rows)} value(s) too extreme to compare; "
-                             "rows skipped")
+        sens.problems.append(reason("{count} value(s) too extreme to compare; rows skipped",
+                                    count=len(sens.rows) - len(rows)))
     if not rows:
         return None
     top = float(b[0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .reasons import reason
 from .tables import psql_tables
 
 
@@ -12,12 +13,13 @@ def load_statistic(path: Path) -> list[dict]:
     lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
     tables = psql_tables(lines)
     if not tables:
-        raise ValueError("no psql table found")
+        raise ValueError(reason("no psql table found"))
     _, header, rows = tables[0]
     lower = [h.lower() for h in header]
     need = ("mod name", "attr", "min", "max")
     if not all(n in lower for n in need):
-        raise ValueError(f"missing columns {[n for n in need if n not in lower]}")
+        raise ValueError(reason("missing columns {columns}",
+                                columns=[n for n in need if n not in lower]))
     at = {name: lower.index(name) for name in lower}
     out = []
     for line, cells in rows:

@@ -18,6 +18,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .reasons import reason
+
 if TYPE_CHECKING:                      # pandas loads only when a big table is read
     import pandas as pd
 
@@ -68,7 +70,8 @@ def read_psql_file(path, usecols: set[str] | None = None, text_columns=()) -> Ta
             head.append(line.rstrip("\n"))
     header_at = find_psql_header(head)
     if header_at is None:
-        raise ValueError("no psql table header (a '|' line under a '+---' border) in the first 200 lines")
+        raise ValueError(reason("no psql table header (a '|' line under a '+---' border) in "
+                                "the first 200 lines"))
     header = [normalise_header(h) for h in split_psql_row(head[header_at])]
     names = ["_lead"] + [h or "_index" for h in header] + ["_trail"]
     if len(set(names)) != len(names):
@@ -87,7 +90,8 @@ def read_psql_file(path, usecols: set[str] | None = None, text_columns=()) -> Ta
                             on_bad_lines="skip", encoding_errors="replace")
     table = Table(frame, str(path))
     if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
-        table.problems.append("some rows have more cells than the header; the extra cells were cut")
+        table.problems.append(reason("some rows have more cells than the header; the extra "
+                                     "cells were cut"))
     # borders and stray lines come through with no index: drop them, keep real rows
     numbers, ok = row_numbers(frame["_index"])
     keep = pd.Series(ok, index=frame.index)
@@ -95,7 +99,8 @@ def read_psql_file(path, usecols: set[str] | None = None, text_columns=()) -> Ta
         dropped = int((~keep).sum())
         tail_border = dropped == 1 and not keep.iloc[-1]
         if not tail_border:
-            table.problems.append(f"{dropped} line(s) without a row number were skipped")
+            table.problems.append(reason("{count} line(s) without a row number were skipped",
+                                         count=dropped))
         table.frame = frame[keep].reset_index(drop=True)
         table.frame["_line"] = (keep[keep].index.to_numpy() + skip + 1)
     else:
@@ -124,7 +129,7 @@ def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table
     with open(path, encoding="utf-8", errors="replace") as handle:
         first = handle.readline()
     if not first.strip():
-        raise ValueError("empty file: no header row")
+        raise ValueError(reason("empty file: no header row"))
     header = [normalise_header(h) for h in first.rstrip("\n").split(",")]
     # the profiler writes no index column (the first field is mod_name); older writers
     # put an unnamed row-number column first
@@ -145,13 +150,13 @@ def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table
                             on_bad_lines="skip", encoding_errors="replace")
     table = Table(frame, str(path))
     if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
-        table.problems.append("some rows are far longer than the header; fields past "
-                              f"{len(names)} were cut")
+        table.problems.append(reason("some rows are far longer than the header; fields past "
+                                     "{count} were cut", count=len(names)))
     present = [c for c in extra if c in frame]
     longer = frame[present].notna().any(axis=1) if present else pd.Series(False, index=frame.index)
     if longer.any():
-        table.problems.append(f"{int(longer.sum())} row(s) carry more fields than the header; "
-                              "the extra fields were ignored")
+        table.problems.append(reason("{count} row(s) carry more fields than the header; the "
+                                     "extra fields were ignored", count=int(longer.sum())))
     unwanted = [c for c in header if usecols is not None and c not in usecols and c != "_index"]
     for column in present + unwanted:       # in place: drop() would copy the whole table
         del frame[column]
@@ -163,8 +168,9 @@ def read_qa_csv(path, usecols: set[str] | None = None, text_columns=()) -> Table
         return table
     numbers, ok = row_numbers(frame["_index"])
     if not ok.all():
-        table.problems.append(f"{int((~ok).sum())} row(s) have no whole row number in the first "
-                              "column; their position in the file was used")
+        table.problems.append(reason("{count} row(s) have no whole row number in the first "
+                                     "column; their position in the file was used",
+                                     count=int((~ok).sum())))
     frame["_index"] = np.where(ok, numbers, position)
     return table
 

@@ -204,3 +204,23 @@ def test_bundles_in_a_batch_and_a_diff(tmp_path, monkeypatch, capsys):
     assert main(["diff", str(target), str(case), "--no-env", "--lang", "en"]) == 0
     assert "**Verdict: unchanged**" in capsys.readouterr().out
     assert not [p for p in scratch.iterdir() if p.name.startswith("qcdoctor-bundle-")]
+
+
+@pytest.mark.parametrize("lang, reason", [
+    ("zh", "已拒绝：它位于案例文件夹之外（把它复制进案例文件夹，或用 --allow-outside 指定它所在的文件夹）"),
+    ("en", "refused: it lies outside the case folder (copy it into the case folder, or pass "
+           "--allow-outside with the folder that holds it)"),
+])
+def test_a_refused_artifact_is_listed_with_its_reason_in_the_bundles_language(
+        tmp_path, capsys, lang, reason):
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "fx_graph.txt").write_text("TOP SECRET", encoding="utf-8")
+    case = copy_example("convert_quant_analysis", tmp_path / "case")
+    with open(case / "case.yaml", "a", encoding="utf-8") as handle:
+        handle.write("artifacts:\n  fx_graph: ../secret/fx_graph.txt\n")
+    target = tmp_path / "b.tar.gz"
+    assert main(["pack", str(case), "-o", str(target), "--no-env", "--lang", lang]) == 0
+    capsys.readouterr()
+    manifest = json.loads(members(target)["MANIFEST.json"])
+    left = {e["path"]: e["reason"] for e in manifest["left_out"]}
+    assert left["case/../secret/fx_graph.txt"] == reason

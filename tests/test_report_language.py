@@ -33,7 +33,7 @@ ALLOWED = {
     "QuantAnalysis", "QatBcEditor", "ConsistencyStrategy", "FakeQuantState", "qcdoctor",
     "bc", "hbm", "qat", "badcase", "dump", "checkpoint", "qconfig", "march", "observer",
     "prepare", "compile", "convert", "export", "sensitivity", "dataloader", "deploy",
-    "txt", "csv", "help", "vs", "True", "False", "None", "torch", "profiler", "hbir",
+    "txt", "csv", "psql", "help", "vs", "True", "False", "None", "torch", "profiler", "hbir",
     "quantized", "float", "calib", "calibration", "OpenCV", "nms", "argmax", "uv", "max",
     "run", "eval", "permutes",
     # quantization and deployment vocabulary

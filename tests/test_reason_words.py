@@ -1,0 +1,129 @@
+"""Why an artifact could not be read, in the report's language: every reason a reader writes
+comes from a template of templates/reasons.yaml, and a Chinese report says it in Chinese."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import shutil
+import string
+from pathlib import Path
+
+import pytest
+
+from qcdoctor.collectors.case_file import load_case
+from qcdoctor.collectors.reasons import reason
+from qcdoctor.engine.bundled import load_yaml
+from qcdoctor.engine.examples import example_path
+from qcdoctor.engine.reason_words import in_words
+from qcdoctor.engine.report import render
+from qcdoctor.engine.triage import triage_case
+
+from .test_report_language import english_left
+
+CATALOGUE = load_yaml("qcdoctor.templates", "reasons.yaml")
+CODE = ("qcdoctor", "qcdoctor.engine", "qcdoctor.collectors", "qcdoctor.probe")
+
+
+def _fields(template: str) -> list[tuple[str, str, str | None]]:
+    """(name, format spec, conversion) of each field of ``template``."""
+    return [(name, spec, conversion) for _, name, spec, conversion
+            in string.Formatter().parse(template) if name is not None]
+
+
+def _templates_in_code() -> dict[str, str]:
+    """Template -> where, for every reason(...) call in the package's code."""
+    found = {}
+    folders = {Path(folder) for name in CODE
+               for folder in importlib.util.find_spec(name).submodule_search_locations}
+    for path in sorted(p for folder in folders for p in folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "reason":
+                first = node.args[0] if node.args else None
+                where = f"{path.parent.name}/{path.name}:{node.lineno}"
+                assert isinstance(first, ast.Constant) and isinstance(first.value, str), \
+                    f"{where}: reason() takes its template as written, not computed"
+                found[first.value] = where
+    return found
+
+
+def test_every_reason_written_has_its_chinese_wording_and_every_entry_is_used():
+    listed = [entry["en"] for entry in CATALOGUE]
+    assert len(listed) == len(set(listed)), "a template is listed twice"
+    used = _templates_in_code()
+    assert len(used) > 60                              # the scan sees the readers
+    missing = {t: where for t, where in used.items() if t not in listed}
+    assert not missing, f"add these to templates/reasons.yaml: {missing}"
+    assert not set(listed) - set(used), "entries no reader writes any more"
+    for entry in CATALOGUE:
+        english = {name for name, _, _ in _fields(entry["en"])}
+        chinese = _fields(entry["zh"])
+        assert {name for name, _, _ in chinese} == english, entry          # every value shown
+        assert all(not spec and not conversion for _, spec, conversion in chinese), entry
+
+
+def _sample(name: str, index: int) -> str:
+    return {"columns": "mod_name, Cosine", "error": "[Errno 13] Permission denied"}.get(
+        name, f"v{index}_{name}")
+
+
+@pytest.mark.parametrize("entry", CATALOGUE, ids=lambda e: e["en"][:40])
+def test_each_reason_comes_back_in_chinese_with_its_values(entry):
+    values = {name: _sample(name, i) for i, (name, _, _) in enumerate(_fields(entry["en"]))}
+    english = reason(entry["en"], **values)
+    shown = {}                                 # the values as the English text holds them
+    for _, name, spec, conversion in string.Formatter().parse(entry["en"]):
+        if name is not None:
+            value = repr(values[name]) if conversion == "r" else values[name]
+            shown[name] = format(value, spec)
+    assert in_words(english, "zh") == entry["zh"].format(**shown)
+    assert in_words(english, "en") == english
+
+
+def test_joined_reasons_fixes_files_and_unknown_text():
+    outside = reason("refused: it lies outside the case folder")
+    fix = reason("copy it into the case folder, or pass --allow-outside with the folder that "
+                 "holds it")
+    assert in_words(f"{outside} ({fix})", "zh") == \
+        "已拒绝：它位于案例文件夹之外（把它复制进案例文件夹，或用 --allow-outside 指定它所在的文件夹）"
+    # reasons joined with "; ", one of them holding "; " itself
+    joined = "; ".join([reason("{count} line(s) without a row number were skipped", count=3),
+                        reason("some rows have more cells than the header; the extra cells "
+                               "were cut")])
+    assert in_words(joined, "zh") == "跳过了 3 行没有行号的内容；有些行的单元格比表头多；多出的单元格已截掉"
+    # a dump error names its file first
+    assert in_words("dumps/a/out.npy: " + reason("no such dump file"), "zh") == \
+        "dumps/a/out.npy：没有这个 dump 文件"
+    # a library's own words stay as they are; the reasons around them are still translated
+    assert in_words("Error tokenizing data. C error: EOF", "zh") == \
+        "Error tokenizing data. C error: EOF"
+    assert in_words("weird thing; " + reason("no table found"), "zh") == "weird thing；找不到表格"
+    assert in_words("", "zh") == ""
+
+
+def _quant_case(tmp_path: Path) -> Path:
+    with example_path("convert_quant_analysis") as source:
+        shutil.copytree(source, tmp_path / "case")
+    case = tmp_path / "case"
+    (case / "qa_convert" / "compare_per_layer_out.txt").write_text("not a table\n",
+                                                                    encoding="utf-8")
+    with open(case / "case.yaml", "a", encoding="utf-8") as handle:
+        handle.write("artifacts:\n  fx_graph: graph/fx_graph.txt\n")
+    return case
+
+
+@pytest.mark.parametrize("lang, expected", [
+    ("zh", ["前 200 行里没有 psql 表头（'+---' 边框下的一行 '|'）", "graph/fx_graph.txt 无法读取：找不到文件"]),
+    ("en", ["no psql table header (a '|' line under a '+---' border) in the first 200 lines",
+            "graph/fx_graph.txt could not be read: file not found"]),
+])
+def test_reports_give_the_reasons_in_their_language(tmp_path, lang, expected):
+    case = _quant_case(tmp_path)
+    report = triage_case(load_case(case), lang=lang, environ={}, installed={}, cwd=case)
+    problems = [f["problem"] for f in report["facts"] if f["type"] == "artifact_problem"]
+    assert len(problems) == 2 and all(p.isascii() for p in problems)   # facts keep English
+    text = render(report, "md")
+    for phrase in expected:
+        assert phrase in text
+    if lang == "zh":
+        assert english_left(report, text) == set()
