@@ -13,6 +13,7 @@ from markupsafe import Markup, escape
 
 from .report import audit_view, failed_first, view_model
 from .templating import new_environment
+from .text import code_spans
 
 # the only script of the page: shows the copy buttons and copies their block's code
 COPY_SCRIPT = """document.querySelectorAll("button.copy").forEach(function (b) {
@@ -29,11 +30,8 @@ COPY_SCRIPT = """document.querySelectorAll("button.copy").forEach(function (b) {
 def message(value) -> Markup:
     """A rule message: its `code` spans (values in them hold no backtick, engine/text.py)
     become <code>; everything is escaped."""
-    parts = str(value).split("`")
-    if len(parts) % 2 == 0:                     # unbalanced: no code at all
-        return escape(value)
-    return Markup("").join(Markup("<code>{}</code>").format(p) if i % 2 else escape(p)
-                           for i, p in enumerate(parts))
+    return Markup("").join(Markup("<code>{}</code>").format(part) if code else escape(part)
+                           for part, code in code_spans(str(value)))
 
 
 @lru_cache(maxsize=1)

@@ -11,6 +11,7 @@ from qcdoctor.collectors.environment import THIS_MACHINE
 from .bundled import load_yaml
 from .fact_types import STAGES
 from .templating import new_environment
+from .text import code_spans
 from .text import render as fill
 from .vocabulary import CONCLUSION_LABELS, is_deployment_problem, stage_label
 
@@ -96,14 +97,11 @@ def md_text(value, cell: bool = False) -> str:
 def md_message(value, cell: bool = False) -> str:
     """A rendered rule message: its `code` spans (values in them cannot hold a backtick,
     see engine/text.py) stay code; everything else is shown as it is."""
-    parts = _one_line(value).split("`")
-    if len(parts) % 2 == 0:                    # unbalanced: no code at all
-        return md_text(value, cell)
     out = []
-    for i, part in enumerate(parts):
-        if i % 2 and part.strip() and not (cell and "|" in part):
+    for i, (part, code) in enumerate(code_spans(_one_line(value))):
+        if code and part.strip() and not (cell and "|" in part):
             out.append(f"`{part}`")            # code span content is literal everywhere
-        elif i % 2:
+        elif code:
             out.append(_md_prose(f"`{part}`", at_start=False, cell=cell))
         else:
             out.append(_md_prose(part, at_start=i == 0, cell=cell))

@@ -12,6 +12,7 @@ import io
 import re
 
 from .report import _HIDDEN, audit_view, failed_first, view_model
+from .text import code_spans
 
 STYLES = {"fail": "bold white on red", "abnormal": "bold white on red", "error": "bold red",
           "unknown": "bold black on yellow", "warning": "bold yellow",
@@ -34,12 +35,9 @@ def _text(value, style: str = ""):
 def _message(value, style: str = ""):
     """A rule message: its `code` spans highlighted, the rest as typed."""
     from rich.text import Text
-    parts = _shown(value).split("`")
-    if len(parts) % 2 == 0:
-        return Text(_shown(value), style=style)
     out = Text(style=style)
-    for i, part in enumerate(parts):
-        out.append(part, style=CODE if i % 2 else "")
+    for part, code in code_spans(_shown(value)):
+        out.append(part, style=CODE if code else "")
     return out
 
 

@@ -65,6 +65,15 @@ def render(template: str, bindings: dict, lang: str = "en", for_display: bool = 
     return _CJK_SPACE.sub("", text) if lang == "zh" and for_display else text
 
 
+def code_spans(text: str) -> list[tuple[str, bool]]:
+    """A rendered message cut into (part, is it a `code` span); with an unbalanced backtick,
+    the whole text as one plain part (a value never brings a backtick: ``format_field``)."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:
+        return [(text, False)]
+    return [(part, bool(i % 2)) for i, part in enumerate(parts)]
+
+
 class _Lenient(dict):
     def __missing__(self, key):
         return _Unknown()
