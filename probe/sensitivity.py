@@ -46,7 +46,7 @@ def sensitivity(analysis, adapter: QuantizerAdapter, run, reference: list[torch.
             outputs = flatten_output(run(analysis))
             adapter.set_enabled(q, False)
             for rows, base, (_, out) in zip(per_output, reference, outputs, strict=True):
-                value = pair_stats(base, out)[key]
+                value = pair_stats(base, out, (key,))[key]
                 rows.append((q.op_name, q.sensitive_type, q.op_type,
                              float("inf") if value is None else value, q.quant_dtype))
             if progress is not None:

@@ -56,34 +56,53 @@ def _var_mean_large(x: torch.Tensor):
     return torch.sum(centred * centred, dtype=torch.float64) / n, mean
 
 
-def pair_stats(base: torch.Tensor, analy: torch.Tensor) -> dict:
-    """The comparison metrics of two same-shaped tensors (analysis against baseline)."""
+PAIR_METRICS = ("cosine", "mse", "l1", "kl", "sqnr", "atol", "rtol")
+
+
+def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS) -> dict:
+    """The comparison metrics of two same-shaped tensors (analysis against baseline);
+    ``wanted``: only these (the sensitivity pass keeps one metric for every op)."""
+    unknown = set(wanted) - set(PAIR_METRICS)
+    if unknown:
+        raise ValueError(f"unknown metric(s) {sorted(unknown)}")
     b, a = _float(base), _float(analy).to(base.device)
     n = b.numel()
     if n == 0:
-        return dict.fromkeys(("cosine", "mse", "l1", "kl", "sqnr", "atol", "rtol"))
+        return dict.fromkeys(wanted)
     if a.dtype != b.dtype:
         a, b = a.float(), b.float()
-    diff = a - b
-    absdiff = diff.abs()
-    noise = float(torch.sum(diff * diff, dtype=torch.float64))
-    signal = float(torch.sum(b * b, dtype=torch.float64))
-    power_a = float(torch.sum(a * a, dtype=torch.float64))
-    dot = float(torch.sum(a * b, dtype=torch.float64))
-    if signal > 0 and power_a > 0:
-        cosine = dot / math.sqrt(signal * power_a)
-    else:
-        cosine = 1.0 if signal == power_a else 0.0
-    nonzero = b != 0
-    rtol = float(torch.max(absdiff[nonzero] / b[nonzero].abs())) if bool(nonzero.any()) else None
-    log_p = torch.log_softmax(b.double(), 0) if n < 2 ** 16 else torch.log_softmax(b, 0)
-    log_q = torch.log_softmax(a.to(log_p.dtype), 0)
-    kl = float(torch.sum(log_p.exp() * (log_p - log_q), dtype=torch.float64))
-    return {"cosine": min(1.0, max(-1.0, cosine)), "mse": noise / n,
-            "l1": float(torch.sum(absdiff, dtype=torch.float64)) / n,
-            "kl": max(0.0, kl),
-            "sqnr": 10.0 * math.log10(signal / noise) if noise > 0 and signal > 0 else None,
-            "atol": float(absdiff.max()), "rtol": rtol}
+    out = {}
+    if {"cosine", "sqnr"} & set(wanted):
+        signal = float(torch.sum(b * b, dtype=torch.float64))
+    if {"mse", "l1", "sqnr", "atol", "rtol"} & set(wanted):
+        diff = a - b
+        absdiff = diff.abs()
+        noise = float(torch.sum(diff * diff, dtype=torch.float64))
+    for name in wanted:
+        if name == "cosine":
+            power_a = float(torch.sum(a * a, dtype=torch.float64))
+            dot = float(torch.sum(a * b, dtype=torch.float64))
+            cosine = dot / math.sqrt(signal * power_a) if signal > 0 and power_a > 0 else \
+                1.0 if signal == power_a else 0.0
+            out[name] = min(1.0, max(-1.0, cosine))
+        elif name == "mse":
+            out[name] = noise / n
+        elif name == "l1":
+            out[name] = float(torch.sum(absdiff, dtype=torch.float64)) / n
+        elif name == "kl":
+            log_p = torch.log_softmax(b.double(), 0) if n < 2 ** 16 else torch.log_softmax(b, 0)
+            log_q = torch.log_softmax(a.to(log_p.dtype), 0)
+            out[name] = max(0.0, float(torch.sum(log_p.exp() * (log_p - log_q),
+                                                 dtype=torch.float64)))
+        elif name == "sqnr":
+            out[name] = 10.0 * math.log10(signal / noise) if noise > 0 and signal > 0 else None
+        elif name == "atol":
+            out[name] = float(absdiff.max())
+        else:                                   # rtol
+            nonzero = b != 0
+            out[name] = float(torch.max(absdiff[nonzero] / b[nonzero].abs())) \
+                if bool(nonzero.any()) else None
+    return out
 
 
 def shape_text(tensor: torch.Tensor) -> str:

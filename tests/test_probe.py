@@ -18,7 +18,7 @@ from qcdoctor.engine.errors import QcdoctorError  # noqa: E402
 from qcdoctor.engine.report import render  # noqa: E402
 from qcdoctor.engine.triage import triage_case  # noqa: E402
 from qcdoctor.probe import Quantizer, compare_models  # noqa: E402
-from qcdoctor.probe.stats import flatten_output, pair_stats  # noqa: E402
+from qcdoctor.probe.stats import PAIR_METRICS, flatten_output, pair_stats  # noqa: E402
 
 from .qa.scenarios import case_yaml  # noqa: E402
 
@@ -73,6 +73,22 @@ def test_pair_stats_known_values():
     same = pair_stats(b, b.clone())
     assert same["cosine"] == 1.0 and same["atol"] == 0.0 and same["kl"] == 0.0
     assert same["sqnr"] is None                       # no noise: nothing to measure
+
+
+@pytest.mark.parametrize("base, analy", [
+    ([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 5.0]),
+    ([0.0, -2.0, 0.5], [0.1, -1.0, 0.5]),
+    ([0.0, 0.0], [0.0, 0.0]),
+    ([], []),
+])
+def test_one_metric_asked_is_the_same_number_as_among_all(base, analy):
+    b, a = torch.tensor(base), torch.tensor(analy)
+    every = pair_stats(b, a)
+    assert list(every) == list(PAIR_METRICS)
+    for name in PAIR_METRICS:
+        assert pair_stats(b, a, (name,)) == {name: every[name]}
+    with pytest.raises(ValueError):
+        pair_stats(b, a, ("cosin",))
 
 
 def test_outputs_flattened_to_named_tensors():
