@@ -7,8 +7,8 @@ a checklist item turned failed, a new pitfall), which ``--fail-on regression`` a
 
 from __future__ import annotations
 
-from .fact_types import STAGES
 from .report import facts_of
+from .series import stage_series
 
 DIFF_SCHEMA = "qcdoctor/diff-v1"
 _LAYER_FIELDS = {"layer_origin": ("layer", "row", "pattern", "op_type", "cosine"),
@@ -26,21 +26,15 @@ def _side(report: dict) -> dict:
 
 def stage_changes(old: dict, new: dict) -> list[dict]:
     """Every chain stage whose status or value differs, in chain order, with the delta."""
-    before = {f["stage"]: f for f in facts_of(old, "stage")}
-    after = {f["stage"]: f for f in facts_of(new, "stage")}
     out = []
-    for stage in STAGES:
-        a, b = before.get(stage, {}), after.get(stage, {})
-        old_value = a.get("value") if a.get("has_value") else None
-        new_value = b.get("value") if b.get("has_value") else None
-        old_status, new_status = a.get("status", "unknown"), b.get("status", "unknown")
-        if old_status == new_status and old_value == new_value:
+    for a, b in zip(stage_series(old["facts"]), stage_series(new["facts"]), strict=True):
+        if (a["status"], a["value"]) == (b["status"], b["value"]):
             continue
-        delta = (new_value - old_value
-                 if old_value is not None and new_value is not None else None)
-        out.append({"stage": stage, "metric": b.get("metric") or a.get("metric") or "",
-                    "old_status": old_status, "new_status": new_status,
-                    "old_value": old_value, "new_value": new_value, "delta": delta})
+        delta = b["value"] - a["value"] if a["value"] is not None and b["value"] is not None \
+            else None
+        out.append({"stage": a["stage"], "metric": b["metric"] or a["metric"] or "",
+                    "old_status": a["status"], "new_status": b["status"],
+                    "old_value": a["value"], "new_value": b["value"], "delta": delta})
     return out
 
 
