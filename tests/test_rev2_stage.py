@@ -340,6 +340,30 @@ def test_a_board_problem_keeps_the_checklist_and_the_deployment_list():
     assert "hbm" in _keep(report)
 
 
+def _pitfalls(report: dict) -> list[str]:
+    return [p["id"] for p in report["pitfalls"]]
+
+
+def test_quant_analysis_is_a_pitfall_only_for_a_deployment_problem():
+    run = [{"type": "convert", "baseline": "qat_bc", "analysis": "quantized_bc"}]
+    # user side, found at convert or at export: QuantAnalysis serves those stages
+    march = triage_dict(_case({"qat_bc": N, "quantized_bc": A}, analyses_run=run,
+                              user_checks={**CONFIRMED, "same_march": "no"}))
+    assert _conclusion(march)[0] == "user_side"
+    assert "quantanalysis_for_deploy" not in _pitfalls(march)
+    export = triage_dict(_case({"qat": N, "qat_bc": A}, fake_quant_state="float",
+                               analyses_run=run))
+    assert _conclusion(export) == ("user_side", "export_state")
+    assert "quantanalysis_for_deploy" not in _pitfalls(export)
+    # a drop on the board, or at compile: the checklist is the tool, not QuantAnalysis
+    board = triage_dict(_case({"hbm_x86": N, "board": A}, analyses_run=run))
+    assert _conclusion(board) == ("user_side", "board_integration")
+    assert "quantanalysis_for_deploy" in _pitfalls(board)
+    compiled = triage_dict(_case({"quantized_bc": N, "hbm_x86": A}, analyses_run=run))
+    assert _conclusion(compiled)[0] == "compile"
+    assert "quantanalysis_for_deploy" in _pitfalls(compiled)
+
+
 # --- §7 the strategy only around convert -----------------------------------------------
 
 def test_no_strategy_when_only_the_board_is_wrong():
