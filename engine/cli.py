@@ -51,7 +51,8 @@ def _triage_options(t: argparse.ArgumentParser) -> None:
     _complete(t.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml "
                                                      "or a support bundle; several make a batch"),
               _FILES)
-    t.add_argument("--example", metavar="NAME", help="diagnose a bundled example case")
+    t.add_argument("--example", metavar="NAME", help="diagnose a bundled example case (as "
+                                                     "--no-env: this machine is not read)")
     t.add_argument("--format", choices=REPORT_FORMATS, help=_FORMAT_HELP)
     t.add_argument("-o", "--output", metavar="FILE",
                    help="write the report here (atomically); a folder with several cases")
@@ -82,7 +83,8 @@ def _audit_options(a: argparse.ArgumentParser) -> None:
     _complete(a.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml "
                                                      "or a support bundle; several make a batch"),
               _FILES)
-    a.add_argument("--example", metavar="NAME", help="audit a bundled example case")
+    a.add_argument("--example", metavar="NAME", help="audit a bundled example case (as "
+                                                     "--no-env: this machine is not read)")
     a.add_argument("--format", choices=REPORT_FORMATS, help=_FORMAT_HELP)
     a.add_argument("-o", "--output", metavar="FILE",
                    help="write the audit here (atomically); a folder with several cases")
@@ -392,11 +394,14 @@ def _diagnose_and_emit(args, audit: bool) -> int:
         raise QcdoctorError("give either a case folder or --example NAME",
                             fix=f"qcdoctor {args.command} CASE_FOLDER, or qcdoctor examples "
                                 "to list the examples")
+    # an example is someone else's case, like a folder received from a user: this machine
+    # (its packages, board variables and files, settings above the install) is not read
+    use_env = not (args.no_env or args.example)
     with _opened_case(args) as (where, display_path):
         # the case is read in a child while the engine and report code load here
         reading = read_early(where, tuple(Path(p) for p in args.allow_outside),
                              trust_pickles=args.trust_pickles, progress=Progress(),
-                             use_env=not args.no_env)
+                             use_env=use_env)
         from . import derived  # noqa: F401 - the worker's preload: imported once, for both
         from .runner import bundled_runner
         bundled_runner().warm()     # the engine worker compiles the rules meanwhile
@@ -406,7 +411,7 @@ def _diagnose_and_emit(args, audit: bool) -> int:
         case, files, collected, thresholds = reading.result()
         report = triage_case(case, lang=args.lang, full_checklist=audit, case_files=files,
                              display_path=display_path, collected=collected,
-                             thresholds_resolved=thresholds, use_env=not args.no_env)
+                             thresholds_resolved=thresholds, use_env=use_env)
     # never over case.yaml, the bundle, nor any file this run read (script, tables, ...)
     protected = [] if args.example else [Path(args.case), case.file, *sorted(files.read)]
     terminal = _terminal_colors(args) if args.format is None and args.output is None else None

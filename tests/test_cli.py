@@ -161,3 +161,22 @@ def test_a_case_without_analysis_outputs_or_dumps_never_loads_numpy_or_pandas():
             "                           if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip().endswith("HEAVY:"), result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("command", ["triage", "audit"])
+def test_an_example_reads_the_same_whatever_this_machine_holds(command, tmp_path, capsys,
+                                                               monkeypatch):
+    """An example is someone else's case: a board variable, a board file in the working
+    folder or a settings file cannot change it (as --no-env)."""
+    args = [command, "--example", "convert_j6e_no_retrain", "--format", "json", "--lang", "en"]
+    assert main([*args, "--no-env"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    monkeypatch.setenv("BOARD_TYPE", "nash-p")
+    (tmp_path / ".horizon").mkdir()
+    (tmp_path / ".horizon" / ".env.board").write_text("BOARD_TYPE=nash-p\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 0
+    here = json.loads(capsys.readouterr().out)
+    assert here == alone
+    platform = next(f for f in here["facts"] if f["type"] == "platform")
+    assert platform["march"] == "nash-e" and "this machine" not in json.dumps(here)
