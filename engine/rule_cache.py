@@ -56,8 +56,9 @@ def private_dir(name: str) -> Path | None:
     return folder
 
 
-# a file changed less than this before the cache was written is hashed again on each read
-SETTLED_NS = 2_000_000_000
+# stamps alone are trusted only for files last changed this long before they were read:
+# a rewrite within the file system's clock tick (2 s on FAT) keeps its stamp
+SETTLED_NS = 3_000_000_000
 _HERE = Path(__file__).resolve().parent
 
 
@@ -69,8 +70,9 @@ def stamp(status: os.stat_result) -> tuple[int, int, int, int]:
 def cache_key(sources: list[tuple[str, bytes]]) -> str:
     """Hash of (name, bytes) of every rule file plus the parsing code and Python version."""
     digest = hashlib.sha256(_FORMAT + sys.version.encode())
-    for name in _CODE:
-        digest.update(name.encode() + b"\0" + (_HERE / name).read_bytes())
+    for name in _CODE:          # through the loader: the package may be zipped
+        data = __loader__.get_data(os.path.join(os.path.dirname(__file__), name))
+        digest.update(name.encode() + b"\0" + data)
     for name, data in sources:
         digest.update(name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()
@@ -79,7 +81,8 @@ def cache_key(sources: list[tuple[str, bytes]]) -> str:
 def stamp_key(root: str, stamps: list[tuple[str, tuple]]) -> tuple[str, int]:
     """(the cache key of the rule files under ``root`` by their stamps, the code's and the
     Python version; the newest change time among those files, in ns). The key starts with
-    a hash of ``root``: each installed copy keeps its own cache file."""
+    a hash of ``root``: each installed copy keeps its own cache file. OSError when the code
+    has no stamps (a zipped package)."""
     code = [(name, stamp(os.stat(_HERE / name))) for name in _CODE]
     digest = hashlib.sha256(_FORMAT + sys.version.encode() + repr(code).encode())
     digest.update(repr(stamps).encode())
@@ -105,11 +108,21 @@ def _path(key: str) -> Path | None:
     return folder / f"rules-{key}.pickle" if folder else None
 
 
-def read(key: str, content_key=None, newest_ns: int = 0):
+def enabled() -> bool:
+    return private_dir("rules") is not None
+
+
+def settled(read_from_ns: int, newest_ns: int) -> bool:
+    """Whether stamps alone can vouch for files read from ``read_from_ns`` on, whose newest
+    change was at ``newest_ns``."""
+    return read_from_ns - newest_ns >= SETTLED_NS
+
+
+def read(key: str, content_key, now_settled: bool):
     """The cached rules for ``key`` (``stamp_key``'s, or ``content_file_key``'s where the files
     have no stamps), or None when there is no usable cache file. ``content_key``: a callable
-    giving ``cache_key`` of the files, asked when the stamps alone cannot be trusted (the
-    cache is then rewritten as settled once ``newest_ns`` is old enough)."""
+    giving ``cache_key`` of the files, asked when the stamps alone cannot vouch for them;
+    a cache so checked is rewritten as settled once ``now_settled``."""
     path = _path(key)
     if path is None:
         return None
@@ -122,35 +135,30 @@ def read(key: str, content_key=None, newest_ns: int = 0):
             and isinstance(stored.get("rules"), tuple)):
         return None
     if stored.get("settled") is not True:
-        content = content_key() if content_key else None
-        if content is None or stored.get("content") != content:
+        content = content_key()
+        if stored.get("content") != content:
             return None
-        if _settled(newest_ns):
-            write(key, stored["rules"], content, newest_ns)
+        if now_settled:
+            write(key, stored["rules"], content, now_settled)
     return stored["rules"]
 
 
-def _settled(newest_ns: int) -> bool:
-    import time
-    return time.time_ns() - newest_ns >= SETTLED_NS
-
-
-def write(key: str, rules: tuple, content: str | None = None, newest_ns: int = 0) -> None:
-    """Store ``rules`` for ``key``, with the files' ``content`` hash; stamps are trusted alone
-    once the newest change (``newest_ns``) is ``SETTLED_NS`` old. A cache that cannot be
-    written is skipped silently."""
+def write(key: str, rules: tuple, content: str, now_settled: bool) -> None:
+    """Store ``rules`` for ``key`` with the files' ``content`` hash, to be trusted on their
+    stamps alone when ``now_settled``. A cache that cannot be written is skipped silently."""
     path = _path(key)
     if path is None:
         return
     from .atomic import replaced_atomically  # only when writing: it imports tempfile
-    settled = content is None or _settled(newest_ns)
     try:
         with replaced_atomically(path, 0o600) as temporary, open(temporary, "wb") as out:
-            pickle.dump({"key": key, "content": content, "settled": settled, "rules": rules},
-                        out, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump({"key": key, "content": content, "settled": now_settled,
+                         "rules": rules}, out, protocol=pickle.HIGHEST_PROTOCOL)
         family = key.split("-", 1)[0]       # this copy's caches of other versions
-        for stale in path.parent.glob(f"rules-{family}-*.pickle"):
-            if stale != path:
-                stale.unlink(missing_ok=True)
+        stale = [*path.parent.glob(f"rules-{family}-*.pickle"),
+                 *path.parent.parent.glob("rules-*.pickle")]    # the old place, before 0.1
+        for old in stale:
+            if old != path:
+                old.unlink(missing_ok=True)
     except Exception:  # noqa: BLE001 - a read-only or full disk only costs speed
         pass                            # (the temporary file is already removed)

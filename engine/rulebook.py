@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from . import rule_cache
@@ -265,23 +266,27 @@ def load_rules_from(root, *, cached: bool = True) -> list[Rule]:
     """Every rule under ``root`` (a folder, or an importlib.resources Traversable), checked;
     from the rule cache when it matches the files."""
     sources = _rule_sources(root)
-    if not cached:
+    if not cached or not rule_cache.enabled():
         return _parse_sources(_read(sources))
-    contents: list = []
+    read_from = time.time_ns()          # no rule file is read before this moment
 
-    def content_key() -> str:
-        contents[:] = contents or _read(sources)
-        return rule_cache.cache_key([(where, data) for _, where, data in contents])
+    @cache
+    def contents_and_key() -> tuple[list, str]:
+        contents = _read(sources)
+        return contents, rule_cache.cache_key([(where, data) for _, where, data in contents])
     stamps = [(where, stamp) for _, where, _, stamp in sources]
-    if all(stamp is not None for _, stamp in stamps):
+    try:
+        if any(stamp is None for _, stamp in stamps):
+            raise OSError("no stamps")
         key, newest = rule_cache.stamp_key(str(root), stamps)
-    else:                               # no stamps: found by the files' contents
-        key, newest = rule_cache.content_file_key(content_key()), 0
-    rules = rule_cache.read(key, content_key, newest)
+    except OSError:                     # a zipped install: found by the files' contents
+        key, newest = rule_cache.content_file_key(contents_and_key()[1]), read_from
+    now_settled = rule_cache.settled(read_from, newest)
+    rules = rule_cache.read(key, lambda: contents_and_key()[1], now_settled)
     if rules is None:
-        content = content_key()
+        contents, content = contents_and_key()
         rules = tuple(_parse_sources(contents))
-        rule_cache.write(key, rules, content, newest)
+        rule_cache.write(key, rules, content, now_settled)
     return list(rules)
 
 

@@ -93,7 +93,7 @@ def test_a_settled_cache_opens_no_rule_file(rules_copy, monkeypatch):
     monkeypatch.setattr(rulebook, "_read", lambda sources: opened.append(1) or [
         (group, where, read()) for group, where, read, _ in sources])
     assert load_rules_from(rules_copy) == expected and opened == [1]    # checked by content
-    monkeypatch.setattr(rule_cache, "SETTLED_NS", 0)          # now old enough: rewritten
+    monkeypatch.setattr(rule_cache, "SETTLED_NS", -10**18)    # now old enough: rewritten
     assert load_rules_from(rules_copy) == expected and opened == [1, 1]
     assert pickle.loads(cache.read_bytes())["settled"] is True
     assert load_rules_from(rules_copy) == expected and opened == [1, 1]  # stamps alone
@@ -144,3 +144,35 @@ def test_an_unwritable_or_disabled_cache_only_costs_time(rules_copy, tmp_path, m
     monkeypatch.setenv("QCDOCTOR_CACHE_DIR", "off")
     assert rule_cache.cache_dir() is None
     assert load_rules_from(rules_copy) == expected
+
+
+def test_a_zipped_install_loads_its_rules_and_caches_them_by_content(tmp_path):
+    """A package imported from a zip has no file stamps: its rules are found by content."""
+    import importlib.util
+    import subprocess
+    import sys
+    import sysconfig
+    import zipfile
+    archive = tmp_path / "qcdoctor.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        for name in ("qcdoctor", "qcdoctor.engine", "qcdoctor.collectors", "qcdoctor.rules",
+                     "qcdoctor.templates"):
+            [folder] = importlib.util.find_spec(name).submodule_search_locations
+            for path in sorted(Path(folder).rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    out.write(path, "/".join([*name.split("."), *path.relative_to(folder).parts]))
+    script = ("import sys; sys.path[:0] = sys.argv[1:3]\n"
+              "from qcdoctor.engine import rulebook\n"
+              "assert '.zip' in rulebook.__file__, rulebook.__file__\n"
+              "print(len(rulebook.load_rules()))\n")
+    env = {**os.environ, "QCDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    run = [sys.executable, "-S", "-c", script, str(archive), sysconfig.get_paths()["purelib"]]
+    first = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120)
+    assert first.returncode == 0, first.stderr
+    [cache] = (tmp_path / "cache" / "rules").glob("rules-anywhere-*.pickle")
+    second = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert int(first.stdout) == int(second.stdout) == len(load_rules_from(
+        Path(importlib.util.find_spec("qcdoctor.rules").submodule_search_locations[0]),
+        cached=False))
+    assert pickle.loads(cache.read_bytes())["key"].startswith("anywhere-")
