@@ -249,15 +249,9 @@ class _Limits:
         self.depth -= 1
         if getattr(event, "anchor", None) is not None:
             self.expanded[id(node)] = self.nodes - before
-        if isinstance(node, yaml.ScalarNode):
-            if len(node.value) > limits.TEXT_CHARS:
-                raise _Refused(f"a value of {len(node.value):,} characters "
-                               f"(limit: {limits.TEXT_CHARS:,} per value)", node.start_mark,
-                               "shorten it; attach long text as a file in the case folder")
-            if _SURROGATE.search(node.value):
-                raise _Refused("a value holds an escaped lone surrogate (such as \\ud800), "
-                               "which is not text", node.start_mark,
-                               "write the characters themselves, or a \\U escape of a real one")
+        refused = _scalar_refused(node)
+        if refused:
+            raise _Refused(*refused)
         return node
 
     def _count(self, nodes: int, mark) -> None:
@@ -267,6 +261,26 @@ class _Limits:
                            f"(limit: {limits.YAML_NODES:,})", mark,
                            "write the values out once; anchors and aliases that repeat "
                            "whole lists multiply them")
+
+
+def _scalar_refused(node) -> tuple[str, object, str] | None:
+    """(problem, mark, fix) of a value past the limits of one value; None when within."""
+    if not isinstance(node, yaml.ScalarNode):
+        return None
+    if len(node.value) > limits.TEXT_CHARS:
+        return (f"a value of {len(node.value):,} characters "
+                f"(limit: {limits.TEXT_CHARS:,} per value)", node.start_mark,
+                "shorten it; attach long text as a file in the case folder")
+    if _SURROGATE.search(node.value):
+        return ("a value holds an escaped lone surrogate (such as \\ud800), which is not "
+                "text", node.start_mark,
+                "write the characters themselves, or a \\U escape of a real one")
+    return None
+
+
+def _placed_elsewhere(node) -> bool:
+    """An empty plain value: libyaml marks it elsewhere than the reference loader does."""
+    return isinstance(node, yaml.ScalarNode) and not node.value and not node.style
 
 
 class BoundedLoader(_Limits, yaml.SafeLoader):
@@ -301,21 +315,16 @@ def _fast_loader():
 
         def compose_node(self, parent, index):
             node = super().compose_node(parent, index)
-            if isinstance(node, yaml.ScalarNode) and not node.value and not node.style:
-                # libyaml places an empty value elsewhere than the reference loader does
+            if _placed_elsewhere(node):
                 raise _Declined
             return node
-    class ComposedInC(CParser, SafeConstructor, Resolver):
+
+    class ComposedInC(yaml.CSafeLoader):
         """libyaml composes the nodes too (no alias, shallow by construction: ``_load``
         sends only such documents); the limits are checked on the nodes it built."""
 
-        def __init__(self, stream):
-            CParser.__init__(self, stream)
-            SafeConstructor.__init__(self)
-            Resolver.__init__(self)
-
         def get_single_node(self):
-            node = CParser.get_single_node(self)
+            node = super().get_single_node()
             if node is not None:
                 _check_composed(node)
             return node
@@ -332,9 +341,8 @@ def _check_composed(root) -> None:
         if depth > limits.YAML_DEPTH or nodes > limits.YAML_NODES:
             raise _Declined
         if isinstance(node, yaml.ScalarNode):
-            if len(node.value) > limits.TEXT_CHARS or _SURROGATE.search(node.value) or (
-                    not node.value and not node.style):    # libyaml places an empty value
-                raise _Declined                            # elsewhere than the reference
+            if _scalar_refused(node) or _placed_elsewhere(node):
+                raise _Declined
         elif isinstance(node, yaml.SequenceNode):
             if len(node.value) > limits.LIST_ITEMS:
                 raise _Declined

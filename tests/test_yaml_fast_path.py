@@ -103,3 +103,24 @@ def test_errors_are_worded_by_the_reference_loader(monkeypatch, text):
     with pytest.raises(QcdoctorError) as reference:
         load_plain(text, "case.yaml")
     assert fast.value.render() == reference.value.render()
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 33 + "]" * 33,                                           # nested too deep
+    "a: [" + "1," * 1000 + "1]\n",                                 # a list too long
+    "[" + ", ".join("[" + "1," * 998 + "1]" for _ in range(101)) + "]\n",   # too many values
+    "a: " + "x" * 10_001 + "\n",                                   # a value too long
+    "a:\nb: 1\n",                                                  # an empty plain value
+])
+def test_libyaml_composed_documents_past_a_limit_are_declined(text):
+    """Each limit is checked on libyaml's own nodes, for documents it is given (no anchor,
+    within the nesting bound), so the reference loader words what is refused. (An escaped
+    lone surrogate never gets this far: libyaml's scanner refuses it.)"""
+    assert "&" not in text and "*" not in text
+    assert yaml_schema._nesting_bound(text) <= yaml_schema._C_COMPOSER_DEPTH
+    loader = yaml_schema._C_COMPOSED(text)
+    try:
+        with pytest.raises(yaml_schema._Declined):
+            loader.get_single_node()
+    finally:
+        loader.dispose()
