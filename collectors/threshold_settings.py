@@ -27,8 +27,10 @@ BOUNDS = {"cosine_good": (0, 1), "cliff_drop": (0, 1), "cliff_share": (0, 1),
 assert set(BOUNDS) == {f.name for f in fields(Thresholds)}
 INTEGER = {"top_n"}
 DEFAULT_SOURCE = "default"
-CONFIG_FILES = (("qcdoctor.toml", ("thresholds",)),
-                ("pyproject.toml", ("tool", "qcdoctor", "thresholds")))
+# (file name, keys of the table, a word the file holds when it can hold the table: a
+# project's pyproject.toml without it is not ours to parse nor to judge)
+CONFIG_FILES = (("qcdoctor.toml", ("thresholds",), None),
+                ("pyproject.toml", ("tool", "qcdoctor", "thresholds"), b"qcdoctor"))
 
 
 def threshold_specs() -> dict:
@@ -60,10 +62,10 @@ def find_config(folder: Path | None, use_env: bool) -> tuple[Path, dict] | None:
         return None
     here = Path(folder).resolve()
     for place in [here, *here.parents] if use_env else [here]:
-        for name, keys in CONFIG_FILES:
+        for name, keys, marker in CONFIG_FILES:
             path = place / name
             if path.is_file():
-                table = _table(path, keys)
+                table = _table(path, keys, marker)
                 if table is not None:
                     return path, table
         if (place / ".git").exists():
@@ -80,30 +82,27 @@ def _toml():
 
 
 @lru_cache(maxsize=32)
-def _parsed(path: str, mtime_ns: int, size: int, naming: bytes | None) -> dict | None:
+def _parsed(path: str, mtime_ns: int, size: int, marker: bytes | None) -> dict | None:
     """A settings file's TOML, parsed once per version of the file (a batch of cases
     under one project reads the same pyproject.toml for every case); None when the file
-    never says ``naming``: it cannot hold our table, and a project's own TOML is not
-    ours to parse nor to judge."""
+    never says ``marker`` (a table named with escapes in its key is not looked for)."""
     data = Path(path).read_bytes()
-    if naming is not None and naming not in data:
+    if marker is not None and marker not in data:
         return None
     return _toml().loads(data.decode("utf-8"))
 
 
-def _table(path: Path, keys: tuple[str, ...]) -> dict | None:
-    tomllib = _toml()
+def _table(path: Path, keys: tuple[str, ...], marker: bytes | None) -> dict | None:
     try:
         info = path.stat()
         if info.st_size > limits.CASE_FILE_BYTES:
             raise QcdoctorError(f"larger than the {limits.size_text(limits.CASE_FILE_BYTES)} "
                                 "limit for a settings file", file=str(path),
                                 fix="keep only the settings in it")
-        data = _parsed(str(path), info.st_mtime_ns, info.st_size,
-                       keys[1].encode() if keys[0] == "tool" else None)
+        data = _parsed(str(path), info.st_mtime_ns, info.st_size, marker)
     except (OSError, UnicodeDecodeError) as exc:
         raise QcdoctorError(f"cannot read it: {exc}", file=str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:           # TOMLDecodeError (tomllib loads only when parsing)
         raise QcdoctorError(f"not valid TOML: {exc}", file=str(path),
                             fix="check the line it names") from None
     for key in keys:
