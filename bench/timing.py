@@ -23,8 +23,11 @@ def best(fn, runs: int = 5) -> float:
 
 def spread(fn, runs: int = 5) -> tuple[float, float]:
     """(min, median) of ``runs`` calls, in seconds."""
-    measured = times(fn, runs)
-    return min(measured), statistics.median(measured)
+    return min_median(times(fn, runs))
+
+
+def min_median(values: list[float]) -> tuple[float, float]:
+    return min(values), statistics.median(values)
 
 
 def interleaved(first, second, runs: int = 7) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -36,7 +39,7 @@ def interleaved(first, second, runs: int = 7) -> tuple[tuple[float, float], tupl
             start = time.perf_counter()
             fn()
             out.append(time.perf_counter() - start)
-    return (min(a), statistics.median(a)), (min(b), statistics.median(b))
+    return min_median(a), min_median(b)
 
 
 def byte_compiled() -> int:

@@ -71,12 +71,13 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS) -> 
         return dict.fromkeys(wanted)
     if a.dtype != b.dtype:
         a, b = a.float(), b.float()
-    out = {}
-    if {"cosine", "sqnr"} & set(wanted):
+    out, asked = {}, set(wanted)
+    if asked & {"cosine", "sqnr"}:
         signal = float(torch.sum(b * b, dtype=torch.float64))
-    if {"mse", "l1", "sqnr", "atol", "rtol"} & set(wanted):
+    if asked & {"mse", "l1", "sqnr", "atol", "rtol"}:
         diff = a - b
         absdiff = diff.abs()
+    if asked & {"mse", "sqnr"}:
         noise = float(torch.sum(diff * diff, dtype=torch.float64))
     for name in wanted:
         if name == "cosine":
