@@ -13,7 +13,7 @@ from .case_file import Case
 from .deploy_script import UNKNOWN, Call, read_script
 from .files import ArtifactRefused, CaseFiles
 from .hb_compile_yaml import read_hb_compile
-from .reasons import reason
+from .reasons import artifact_problem, reason
 
 # which checklist item a train-vs-board comparison belongs to
 COMPARED = {"normalisation": "input_preprocessing", "color": "input_preprocessing",
@@ -91,17 +91,15 @@ def _script(case, deploy, facts, files):
         return [], ""
     path = case.folder / name
     if not os.path.lexists(path):
-        facts.append({"type": "artifact_problem", "file": name,
-                      "problem": reason("file not found"), "partial": False,
-                      "source": case.source("deploy.script")})
+        facts.append(artifact_problem(name, reason("file not found"), False,
+                                      case.source("deploy.script")))
         return [], ""
     try:
         return read_script(files.check(path, "script", case.source("deploy.script"))), name
     except ArtifactRefused:
         return [], ""
     except QcdoctorError as exc:
-        facts.append({"type": "artifact_problem", "file": name, "problem": exc.problem,
-                      "partial": False, "source": name})
+        facts.append(artifact_problem(name, exc.problem, False, name))
         return [], ""
 
 
@@ -111,17 +109,15 @@ def _config(case, deploy, facts, files):
         return None, ""
     path = case.folder / name
     if not os.path.lexists(path):
-        facts.append({"type": "artifact_problem", "file": name,
-                      "problem": reason("file not found"), "partial": False,
-                      "source": case.source("deploy.config")})
+        facts.append(artifact_problem(name, reason("file not found"), False,
+                                      case.source("deploy.config")))
         return None, ""
     try:
         return read_hb_compile(files.check(path, "config", case.source("deploy.config"))), name
     except ArtifactRefused:
         return None, ""
     except QcdoctorError as exc:
-        facts.append({"type": "artifact_problem", "file": name, "problem": exc.problem,
-                      "partial": False, "source": name})
+        facts.append(artifact_problem(name, exc.problem, False, name))
         return None, ""
 
 

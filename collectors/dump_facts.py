@@ -9,6 +9,7 @@ from qcdoctor.engine.fact_types import STAGES
 
 from .case_file import Case
 from .files import ArtifactRefused, CaseFiles
+from .reasons import Reason, artifact_problem, zh
 
 
 def collect_dumps(case: Case, trust_pickles: bool = False, progress=None,
@@ -35,9 +36,8 @@ def collect_dumps(case: Case, trust_pickles: bool = False, progress=None,
         except ArtifactRefused:
             continue
         except QcdoctorError as exc:
-            facts.append({"type": "artifact_problem", "file": source,
-                          "problem": exc.render().splitlines()[0][:300], "partial": False,
-                          "source": case.source("artifacts.dumps")})
+            facts.append(artifact_problem(source, _first_line(exc), False,
+                                          case.source("artifacts.dumps")))
             continue
         compared = [r for r in results if "missing" not in r and not r["shape_mismatch"]]
         worst = min(compared, key=lambda r: r["cosine"], default=None)
@@ -60,3 +60,12 @@ def collect_dumps(case: Case, trust_pickles: bool = False, progress=None,
 
 def _finite(value) -> float:
     return float(value) if value is not None and math.isfinite(value) else 0.0
+
+
+def _first_line(exc: QcdoctorError) -> Reason:
+    """The error's first line (the file it is about, then why), in both languages."""
+    first = exc.render().splitlines()[0]
+    problem = str(exc.problem)
+    if problem and first.endswith(problem):
+        return Reason(first, first[:len(first) - len(problem)] + zh(exc.problem))
+    return Reason(first, first)

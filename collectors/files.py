@@ -18,7 +18,7 @@ from pathlib import Path
 
 from qcdoctor.engine.errors import QcdoctorError
 
-from .reasons import reason
+from .reasons import artifact_problem, reason, with_fix
 
 MAX_FILES = 20000
 _SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules"}
@@ -63,9 +63,8 @@ class CaseFiles:
 
     def _refuse(self, path: Path, problem: str, fix: str, source: str | None) -> ArtifactRefused:
         name = self.shown(path)
-        self.refused.setdefault(name, {"type": "artifact_problem", "file": name,
-                                       "problem": f"{problem} ({fix})"[:300], "partial": False,
-                                       "source": source or name})
+        self.refused.setdefault(name, artifact_problem(name, with_fix(problem, fix), False,
+                                                       source or name))
         return ArtifactRefused(problem, file=name, fix=fix)
 
     def inside(self, path: Path) -> bool:

@@ -29,7 +29,8 @@ from .qa_files import (
     load_probe_manifest,
     run_for,
 )
-from .reasons import reason
+from .reasons import artifact_problem as _problem
+from .reasons import joined, of_exception, reason, with_fix
 from .statistic import load_statistic, weight_fact
 from .thresholds import DEFAULT, Thresholds
 
@@ -174,11 +175,6 @@ def collect_quant_analysis(case: Case, trust_pickles: bool = False,
     return facts
 
 
-def _problem(file: str, problem: str, partial: bool, source: str) -> dict:
-    return {"type": "artifact_problem", "file": file, "problem": problem[:300],
-            "partial": partial, "source": source}
-
-
 def _read(facts: list[dict], rel: str, reader, path: Path, *args, files: CaseFiles, kind: str):
     """Run a reader on a file ``files`` lets through; a failure becomes an artifact_problem
     fact, never an exception (a refusal is recorded by ``files``)."""
@@ -187,9 +183,9 @@ def _read(facts: list[dict], rel: str, reader, path: Path, *args, files: CaseFil
     except ArtifactRefused:
         return None
     except QcdoctorError as exc:
-        facts.append(_problem(rel, exc.problem + (f" ({exc.fix})" if exc.fix else ""), False, rel))
+        facts.append(_problem(rel, with_fix(exc.problem, exc.fix), False, rel))
     except (ValueError, OSError, UnicodeDecodeError, IndexError, KeyError) as exc:
-        facts.append(_problem(rel, str(exc) or type(exc).__name__, False, rel))
+        facts.append(_problem(rel, of_exception(exc), False, rel))
     except Exception as exc:  # noqa: BLE001 - pandas raises many kinds on damaged input
         facts.append(_problem(rel, f"{type(exc).__name__}: {exc}", False, rel))
     return None
@@ -231,7 +227,7 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
         facts += row_facts(compare, reading, rel, crel)
         facts.append(layer_series(compare, reading, rel, crel))
         if compare.table.problems:
-            facts.append(_problem(crel, "; ".join(compare.table.problems), True, crel))
+            facts.append(_problem(crel, joined(compare.table.problems), True, crel))
         if graph is not None and reading.compared:
             facts += _graph_origin_facts(compare, reading, graph, rel, crel, limits)
     top_weight = None
@@ -243,7 +239,7 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
             continue
         summary = summarise(sens, rel, srel, limits)
         if sens.problems:
-            facts.append(_problem(srel, "; ".join(sens.problems[:5]), True, srel))
+            facts.append(_problem(srel, joined(sens.problems[:5]), True, srel))
         if summary is None:
             facts.append(_problem(srel, reason("no usable rows"), True, srel))
             continue
@@ -257,7 +253,7 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
             if loaded:
                 rows, problems = loaded
                 if problems:
-                    facts.append(_problem(arel, "; ".join(problems[:5]), True, arel))
+                    facts.append(_problem(arel, joined(problems[:5]), True, arel))
                 facts += [{"type": "advisor_message", "analysis": rel, "layer": r["layer"],
                            "kind": r["kind"], "op_type": r["op_type"][:120],
                            "message": (r["info"] or r["advice"])[:200],

@@ -10,6 +10,8 @@ MAX_PART = 300
 
 def shorten(text: str, limit: int = MAX_PART) -> str:
     """``text`` cut in the middle to about ``limit`` characters, saying how much was left out."""
+    if isinstance(text, str) and len(text) <= limit:
+        return text                     # as given: a reader's reason keeps its Chinese
     text = str(text)
     if len(text) <= limit:
         return text

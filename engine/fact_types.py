@@ -172,7 +172,8 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                     "detail": _s(default="")},
     "deploy_branch_hint": {"node": _s(default=""), "target": _s(default="")},
     "graph_loaded": {"nodes": _i(0)},
-    "artifact_problem": {"file": _s(default=""), "problem": _s(default=""), "partial": _b()},
+    "artifact_problem": {"file": _s(default=""), "problem": _s(default=""),
+                         "problem_zh": _s(default=""), "partial": _b()},
     # --- deployment (collectors/deploy_facts.py, collectors/dumps.py)
     "deploy_compare": {"item": _s(default=""), "check": _s(*CHECKLIST_ITEMS), "train": _s(default=""),
                        "board": _s(default=""), "equal": _s(*TRISTATE)},

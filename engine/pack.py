@@ -23,7 +23,6 @@ from qcdoctor import __version__
 from .atomic import replaced_atomically
 from .bundle import CASE_DIR, MANIFEST, MANIFEST_SCHEMA, REPORT_DIR
 from .errors import QcdoctorError
-from .reason_words import in_words
 
 DEFAULT_MAX_FILE_SIZE = 200 * 1000 * 1000
 _UNITS = {"": 1, "k": 1000, "m": 1000 ** 2, "g": 1000 ** 3}
@@ -111,8 +110,9 @@ def pack_case(case_path: str, output: Path, *, max_file_size: int = DEFAULT_MAX_
         # then links out of the case and what else the triage refused, each listed once
         extra = [(f"{CASE_DIR}/{rel}", words["why_found"], words["out_link"])
                  for rel in escaping_links(case.folder, files)]
+        chinese = report["language"] == "zh"
         extra += [(f"{CASE_DIR}/{p['file']}", words["why_named"],
-                   in_words(p["problem"], report["language"])) for p in files.problem_facts()]
+                   p["problem_zh"] if chinese else p["problem"]) for p in files.problem_facts()]
         for name, why, reason in extra:
             if name not in {e["path"] for e in left_out}:
                 left_out.append({"path": name, "why": why, "reason": reason})

@@ -1,6 +1,6 @@
 """Render rule messages: ``{name.field}`` reads a bound fact, ``!l`` shows a stage label,
-``!s`` a conclusion stage, ``!w`` an id (checklist item, user check, ...) and ``!p`` a
-reader's reason why an artifact could not be read in words of the report language."""
+``!s`` a conclusion stage and ``!w`` an id (checklist item, user check, ...) in words of
+the report language."""
 
 from __future__ import annotations
 
@@ -31,9 +31,6 @@ class _Formatter(string.Formatter):
         if conversion == "w":
             from .report import id_words  # report wording, loaded on first use
             return id_words(value, self.lang)
-        if conversion == "p":
-            from .reason_words import in_words  # the reasons' wording, loaded on first use
-            return in_words(value, self.lang)
         return super().convert_field(value, conversion)
 
     def format_field(self, value, format_spec):

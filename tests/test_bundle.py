@@ -207,7 +207,7 @@ def test_bundles_in_a_batch_and_a_diff(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("lang, reason", [
-    ("zh", "已拒绝：它位于案例文件夹之外（把它复制进案例文件夹，或用 --allow-outside 指定它所在的文件夹）"),
+    ("zh", "拒绝：它位于案例目录之外（把它复制进案例目录，或用 --allow-outside 指定它所在的文件夹）"),
     ("en", "refused: it lies outside the case folder (copy it into the case folder, or pass "
            "--allow-outside with the folder that holds it)"),
 ])

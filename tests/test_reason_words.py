@@ -1,5 +1,6 @@
 """Why an artifact could not be read, in the report's language: every reason a reader writes
-comes from a template of templates/reasons.yaml, and a Chinese report says it in Chinese."""
+comes from a template of templates/reasons.yaml, filled in English and in Chinese alike,
+and a Chinese report says it in Chinese."""
 
 from __future__ import annotations
 
@@ -12,10 +13,17 @@ from pathlib import Path
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.collectors.reasons import reason
+from qcdoctor.collectors.reasons import (
+    Reason,
+    artifact_problem,
+    joined,
+    of_exception,
+    reason,
+    with_fix,
+)
 from qcdoctor.engine.bundled import load_yaml
+from qcdoctor.engine.errors import QcdoctorError
 from qcdoctor.engine.examples import example_path
-from qcdoctor.engine.reason_words import in_words
 from qcdoctor.engine.report import render
 from qcdoctor.engine.triage import triage_case
 
@@ -68,37 +76,50 @@ def _sample(name: str, index: int) -> str:
 
 
 @pytest.mark.parametrize("entry", CATALOGUE, ids=lambda e: e["en"][:40])
-def test_each_reason_comes_back_in_chinese_with_its_values(entry):
+def test_each_reason_is_filled_alike_in_both_languages(entry):
     values = {name: _sample(name, i) for i, (name, _, _) in enumerate(_fields(entry["en"]))}
-    english = reason(entry["en"], **values)
+    written = reason(entry["en"], **values)
+    assert str(written) == entry["en"].format(**values)          # the English as before
     shown = {}                                 # the values as the English text holds them
     for _, name, spec, conversion in string.Formatter().parse(entry["en"]):
         if name is not None:
             value = repr(values[name]) if conversion == "r" else values[name]
             shown[name] = format(value, spec)
-    assert in_words(english, "zh") == entry["zh"].format(**shown)
-    assert in_words(english, "en") == english
+    assert written.zh == entry["zh"].format(**shown)
 
 
-def test_joined_reasons_fixes_files_and_unknown_text():
+def test_joined_reasons_fixes_files_and_other_text():
     outside = reason("refused: it lies outside the case folder")
     fix = reason("copy it into the case folder, or pass --allow-outside with the folder that "
                  "holds it")
-    assert in_words(f"{outside} ({fix})", "zh") == \
-        "已拒绝：它位于案例文件夹之外（把它复制进案例文件夹，或用 --allow-outside 指定它所在的文件夹）"
-    # reasons joined with "; ", one of them holding "; " itself
-    joined = "; ".join([reason("{count} line(s) without a row number were skipped", count=3),
-                        reason("some rows have more cells than the header; the extra cells "
-                               "were cut")])
-    assert in_words(joined, "zh") == "跳过了 3 行没有行号的内容；有些行的单元格比表头多；多出的单元格已截掉"
-    # a dump error names its file first
-    assert in_words("dumps/a/out.npy: " + reason("no such dump file"), "zh") == \
-        "dumps/a/out.npy：没有这个 dump 文件"
-    # a library's own words stay as they are; the reasons around them are still translated
-    assert in_words("Error tokenizing data. C error: EOF", "zh") == \
-        "Error tokenizing data. C error: EOF"
-    assert in_words("weird thing; " + reason("no table found"), "zh") == "weird thing；找不到表格"
-    assert in_words("", "zh") == ""
+    fact = artifact_problem("../x.txt", with_fix(outside, fix), False, "case.yaml:3")
+    assert fact["problem"] == f"{outside} ({fix})"
+    assert fact["problem_zh"] == \
+        "拒绝：它位于案例目录之外（把它复制进案例目录，或用 --allow-outside 指定它所在的文件夹）"
+    # reasons of one template joined, one of them holding "; " itself: never mixed up
+    rows = [reason("line {line}: value {value!r} is not a number; row skipped", line=n,
+                   value=v) for n, v in ((3, "x; y"), (4, "z"))]
+    both = joined([*rows, reason("{count} non-numeric value(s) in {column} were treated as "
+                                 "missing", count=2, column="cosine")])
+    assert str(both) == "; ".join(map(str, rows)) + \
+        "; 2 non-numeric value(s) in cosine were treated as missing"
+    assert both.zh == "第 3 行：值 'x; y' 不是数字；已跳过该行；第 4 行：值 'z' 不是数字；已跳过该行；" \
+                      "cosine 列中有 2 个非数值，已按缺失处理"
+    # a reason whose last field is followed by its fix, the fix holding parentheses
+    torch = with_fix(reason("reading .pt files needs torch"),
+                     reason("pip install torch==2.13.0 (CPU build is enough)"))
+    assert torch.zh == "读取 .pt 文件需要 torch（pip install torch==2.13.0（CPU 版本即可））"
+    read = with_fix(reason("cannot read it: {error}", error="No such file or directory"),
+                    reason("check the path, relative to the case folder"))
+    assert read.zh == "无法读取：No such file or directory（检查相对于案例目录的路径）"
+    # an error the reader raised keeps its wording; a library's own message stays as it is
+    assert of_exception(ValueError(reason("no table found"))).zh == "找不到表格"
+    plain = of_exception(ValueError("magic string is not correct; expected b'\\x93NUMPY'"))
+    assert plain == plain.zh == "magic string is not correct; expected b'\\x93NUMPY'"
+    error = QcdoctorError(reason("no such dump file"), file="dumps/a.npy")
+    assert with_fix(error.problem, error.fix).zh == "没有这个 dump 文件"
+    long = artifact_problem("f", Reason("x" * 400, "字" * 400), True, "f")
+    assert len(long["problem"]) == len(long["problem_zh"]) == 300
 
 
 def _quant_case(tmp_path: Path) -> Path:
