@@ -27,6 +27,9 @@ class Reason(str):
         made.zh = chinese
         return made
 
+    def __reduce__(self):               # errors carrying one cross processes pickled
+        return Reason, (str(self), self.zh)
+
 
 def reason(template: str, /, **values) -> Reason:
     """``template`` (listed in reasons.yaml) filled with ``values``, in both languages."""

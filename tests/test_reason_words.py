@@ -118,6 +118,9 @@ def test_joined_reasons_fixes_files_and_other_text():
     assert plain == plain.zh == "magic string is not correct; expected b'\\x93NUMPY'"
     error = QcdoctorError(reason("no such dump file"), file="dumps/a.npy")
     assert with_fix(error.problem, error.fix).zh == "没有这个 dump 文件"
+    import pickle
+    sent = pickle.loads(pickle.dumps(QcdoctorError(reason("no such dump file"), file="a")))
+    assert sent.problem == "no such dump file" and sent.problem.zh == "没有这个 dump 文件"
     long = artifact_problem("f", Reason("x" * 400, "字" * 400), True, "f")
     assert len(long["problem"]) == len(long["problem_zh"]) == 300
 
