@@ -9,6 +9,7 @@ the drop. Rules then read these facts like the knowledge tables (knowledge.md §
 from __future__ import annotations
 
 from qcdoctor.engine.fact_types import STAGES
+from qcdoctor.engine.vocabulary import DEPLOY_SHOWN_AT
 
 from .case_file import Case
 from .metric_direction import metric_direction
@@ -168,6 +169,7 @@ def _transition_facts(status_of: dict[str, str], sources: dict[str, str]) -> lis
               "abnormal": sum(status_of[s] == "abnormal" for s in STAGES),
               "first_abnormal": first_abnormal, "last_normal": last_normal,
               "reference_missing": bool(first_abnormal and not last_normal),
+              "deployment_side": first_abnormal in DEPLOY_SHOWN_AT,
               "board": status_of["board"], "next_unknown": _next_unknown(status_of),
               "source": source}]
     if first_abnormal and last_normal:

@@ -92,6 +92,9 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     "stage_summary": {"known": _i(0), "normal": _i(0), "abnormal": _i(0),
                       "first_abnormal": _s(default=""), "last_normal": _s(default=""),
                       "reference_missing": _b(), "board": _s(*STATUSES),
+                      # the first abnormal stage comes after the deployment adaptations (on
+                      # an adapted bc, the hbm or the board): knowledge.md §6 rev 2
+                      "deployment_side": _b(),
                       # knowledge.md §5 rev 2: what to evaluate when nothing is abnormal yet
                       "next_unknown": _s(*STAGES, "", default="")},
     # the drop: last normal stage L -> first abnormal stage A

@@ -45,7 +45,7 @@ def is_deployment_problem(stage: str, suspect: str, facts: list[dict]) -> bool:
         return True
     summary = next((f for f in facts if f["type"] == "stage_summary"), {})
     return stage == "user_side" and suspect != "export_state" and \
-        summary.get("first_abnormal") in DEPLOY_SHOWN_AT
+        bool(summary.get("deployment_side"))
 
 
 # stages that are torch models; the others are bc / hbm (fixed inputs, no task list)

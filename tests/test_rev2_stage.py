@@ -344,6 +344,17 @@ def _pitfalls(report: dict) -> list[str]:
     return [p["id"] for p in report["pitfalls"]]
 
 
+@pytest.mark.parametrize("first_abnormal, deployment", [
+    ("qat_export", False), ("quantized_bc", False), ("nv12_bc", True), ("qdq_removed_bc", True),
+    ("hbm_x86", True), ("board", True)])
+def test_the_deployment_side_is_said_once_by_the_stage_summary(first_abnormal, deployment):
+    """The rules and the report read "a deployment problem" from this one flag."""
+    report = triage_dict(_case({"qat": N, first_abnormal: A}))
+    [summary] = [f for f in report["facts"] if f["type"] == "stage_summary"]
+    assert summary["first_abnormal"] == first_abnormal
+    assert summary["deployment_side"] is deployment
+
+
 def test_quant_analysis_is_a_pitfall_only_for_a_deployment_problem():
     run = [{"type": "convert", "baseline": "qat_bc", "analysis": "quantized_bc"}]
     # user side, found at convert or at export: QuantAnalysis serves those stages
