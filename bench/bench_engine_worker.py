@@ -31,30 +31,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_triage import rss_mb  # noqa: E402
 from cases import varied_cases  # noqa: E402
+from in_process import program_on  # noqa: E402
 from timing import min_median  # noqa: E402
 
 from qcdoctor.collectors.case_facts import collect_facts  # noqa: E402
 from qcdoctor.collectors.case_file import parse_case  # noqa: E402
 from qcdoctor.engine.durable_host import QuietHost  # noqa: E402
 from qcdoctor.engine.engine_process import EngineProcess  # noqa: E402
-from qcdoctor.engine.fact_types import USUAL_TYPES  # noqa: E402
 from qcdoctor.engine.forked import MISSING, ForkedCall  # noqa: E402
-from qcdoctor.engine.patterns import to_durable  # noqa: E402
 from qcdoctor.engine.rulebook import load_rules  # noqa: E402
-from qcdoctor.engine.runner import CaseProgram, RuleRunner, _unique, engine_fact  # noqa: E402
+from qcdoctor.engine.runner import RuleRunner, _unique, engine_fact  # noqa: E402
 
 
-def in_one_process(rules, cases, strata) -> tuple[float, float]:
+def in_one_process(rules, cases) -> tuple[float, float]:
     """(rulesets compiled and the first case matched, seconds a case over ``cases``) on a
     durable_rules host in this process, running the worker's own program (facts encoded,
     each stratum matched, hits ranked) without the round trip: call it in a forked child,
     which dies with the host."""
     start = time.perf_counter()
     host = QuietHost()
-    for s in strata:
-        host.register(f"s{s}", {r.id: to_durable(r.when) for r in rules if r.stratum == s},
-                      USUAL_TYPES)
-    program = CaseProgram(tuple((s, f"s{s}") for s in strata), rules)
+    program = program_on([host], rules)
     program.run(host, cases[0], None)
     first = time.perf_counter() - start
     start = time.perf_counter()
@@ -68,7 +64,6 @@ def main() -> int:
     cases = [list(_unique(map(engine_fact, collect_facts(parse_case(t, None, None), environ={},
                                                          installed={}))).values())
              for t in varied_cases(150)]
-    strata = sorted({r.stratum for r in rules})
 
     starts, local_starts, per_case, local_per_case = [], [], [], []
     for _ in range(7):      # in turns, so both see the same machine; each from a fresh start
@@ -82,7 +77,7 @@ def main() -> int:
             fresh_runner.run(facts)
         per_case.append((time.perf_counter() - start) / len(cases))
         fresh.close()
-        measured = ForkedCall(lambda: in_one_process(rules, cases, strata)).start().result()
+        measured = ForkedCall(lambda: in_one_process(rules, cases)).start().result()
         if measured is MISSING:
             print("in-process baseline: no forked child on this system; nothing to compare")
             return 1

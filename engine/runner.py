@@ -84,6 +84,13 @@ def bundled_runner() -> RuleRunner:
     return RuleRunner(load_rules(), preload=("qcdoctor.engine.derived",))
 
 
+def stratum_rulesets(rules: Iterable[Rule]) -> list[tuple[int, dict[str, list]]]:
+    """(stratum, {rule id: durable_rules patterns}) of each stratum in order: a ruleset each."""
+    rules = tuple(rules)
+    return [(stratum, {r.id: to_durable(r.when) for r in rules if r.stratum == stratum})
+            for stratum in sorted({r.stratum for r in rules})]
+
+
 class RuleRunner:
     """Compiles a rule set once; ``run`` is then cheap and safe to call per case."""
 
@@ -95,11 +102,9 @@ class RuleRunner:
         self._engine = engine or engine_process()
         self._by_id = {r.id: r for r in self.rules}
         rulesets: list[tuple[int, str]] = []
-        for stratum in sorted({r.stratum for r in self.rules}):
+        for stratum, patterns in stratum_rulesets(self.rules):
             name = _unique_name(f"qcdoctor_s{stratum}")
-            self._engine.register(name, {r.id: to_durable(r.when)
-                                         for r in self.rules if r.stratum == stratum},
-                                  USUAL_TYPES)
+            self._engine.register(name, patterns, USUAL_TYPES)
             rulesets.append((stratum, name))
         self._program = _unique_name("qcdoctor_case")
         self._engine.register_program(self._program,
