@@ -14,8 +14,8 @@ repeats; targets are judged on the median.
 - floor of a case, for information: reading it by one library call a part (libyaml,
   os.walk, one read_csv a table; measured in turns with the in-process rate) plus
   matching its rules (the faster of durable_rules in readied states and the pure-Python
-  matcher), one after the other as a triage call does them, without facts, limits or
-  report.
+  matcher), one after the other as a triage call does them, without facts or limits; then
+  with the time the report takes once facts and hits are known.
 - engine: the rules on the facts of every example, durable_rules (in its worker, cases
   back to back) vs the pure-Python matcher the tests use as an oracle, same rules and
   facts, target <= 1.5x; and, for information, the latency when the worker had time to
@@ -104,19 +104,40 @@ def reading_floor(folders: list[Path]):
     return read
 
 
+def report_time(folders: list[Path]) -> float:
+    """Seconds a case takes to become its Diagnosis once its facts and the rules' hits are
+    known (median of 5 rounds over ``folders``)."""
+    from qcdoctor.collectors.case_facts import collect_case
+    from qcdoctor.collectors.threshold_settings import resolve
+    from qcdoctor.engine.diagnose import run_rules
+    from qcdoctor.engine.triage import case_report
+    known = []
+    for folder in folders:
+        case = load_case(folder)
+        thresholds = resolve(case, False)
+        facts, series = collect_case(case, environ={}, installed={}, cwd=folder,
+                                     use_env=False, thresholds=thresholds[0])
+        known.append((case, facts, series, run_rules(facts), thresholds))
+    rounds = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for case, facts, series, hits, thresholds in known:
+            case_report(case, facts, series, hits, thresholds)
+        rounds.append((time.perf_counter() - start) / len(known))
+    return statistics.median(rounds)
+
+
 def engine_inside_one_process(rules, fact_sets) -> tuple[float, float, float]:
     """(durable_rules matching every case in states readied beforehand, the creation of the
     states when none is ready, the pure-Python matcher on the same facts): medians over 7
     rounds in turns, in seconds for all the cases. Where the engine's time goes, without
     the worker's round trip; run in a forked child, since durable_rules runs only in a
     process that can die alone."""
+    from in_process import program_on
+
     from qcdoctor.engine.durable_host import QuietHost
-    from qcdoctor.engine.patterns import to_durable
-    from qcdoctor.engine.runner import USUAL_TYPES, CaseProgram
-    program = CaseProgram(((0, "all"),), rules)
     readied, inline = QuietHost(), QuietHost()      # both registered before either is used
-    for host in (readied, inline):
-        host.register("all", {r.id: to_durable(r.when) for r in rules}, USUAL_TYPES)
+    program = program_on([readied, inline], rules)
     match, create, matcher = [], [], []
     for _ in range(7):
         spent = 0.0
@@ -235,14 +256,17 @@ def main() -> int:
     print(f"engine, inside one process (a forked child, as in the worker): matching"
           f" {match:.2f} ms/case ({match / matcher:.2f}x the matcher's {matcher:.2f} ms),"
           f" creating its fresh states {create:.2f} ms/case more")
-    # a case is read and matched at least; these calls alone, one after the other as a
-    # triage call does them (its report, facts and limits left out)
+    # a case is read, matched and reported at least: reading and matching by these calls
+    # alone, one after the other as a triage call does them, and qcdoctor's report
     read_ms = statistics.median(reading) * 1e3
+    report_ms = report_time(folders) * 1e3
     floor_ms = read_ms + min(match, matcher)
     print(f"floor of a case: reading {read_ms:.2f} ms (libyaml, os.walk, one read_csv a"
           f" table, measured in turns with the in-process rate) + matching"
           f" {min(match, matcher):.2f} ms (the faster of durable_rules in readied states and"
-          f" the pure-Python matcher) = {floor_ms:.2f} ms = {1e3 / floor_ms:.0f} cases/s"
+          f" the pure-Python matcher) = {floor_ms:.2f} ms = {1e3 / floor_ms:.0f} cases/s;"
+          f" with the report built from the facts and hits ({report_ms:.2f} ms):"
+          f" {floor_ms + report_ms:.2f} ms = {1e3 / (floor_ms + report_ms):.0f} cases/s"
           f" ({TARGET_RATE} cases/s leaves {1e3 / TARGET_RATE:.2f} ms a case)")
 
     for path in folders * 10:

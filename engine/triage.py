@@ -44,19 +44,27 @@ def triage_case(case: Case, *, lang: str | None = None, runner: RuleRunner | Non
     if thresholds_resolved is None:
         from qcdoctor.collectors.threshold_settings import resolve as resolve_thresholds
         thresholds_resolved = resolve_thresholds(case, use_env)
-    thresholds, threshold_sources = thresholds_resolved
     if collected is None:
         from qcdoctor.collectors.case_facts import collect_case
         collected = collect_case(case, environ=environ, cwd=cwd, installed=installed,
                                  trust_pickles=trust_pickles, progress=progress,
                                  use_env=use_env, files=case_files or CaseFiles(case.folder),
-                                 thresholds=thresholds)
+                                 thresholds=thresholds_resolved[0])
     facts, series = collected
     try:
         hits = run_rules(facts, runner)
     except EngineFailure as failure:
         failure.file = str(case.file or case.folder or "") or None    # name the case
         raise
+    return case_report(case, facts, series, hits, thresholds_resolved, lang=lang,
+                       display_path=display_path, full_checklist=full_checklist)
+
+
+def case_report(case: Case, facts: list[dict], series: list[dict], hits: list,
+                thresholds_resolved: tuple, *, lang: str | None = None,
+                display_path: str | None = None, full_checklist: bool = False) -> dict:
+    """The Diagnosis of a case from its facts and the rules' hits."""
+    thresholds, threshold_sources = thresholds_resolved
     lang = lang or case.get("language", "zh")
     info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
     report = build_report(facts, hits, lang=lang, case_info=info,
