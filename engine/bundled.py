@@ -52,12 +52,13 @@ def load_yaml(package: str, name: str):
     key = hashlib.blake2b(_FORMAT + sys.version.encode() + b"\0" + data, digest_size=32).digest()
     path = _cache_path(package, name)
     if path is not None:
-        try:
-            stored = path.read_bytes()
-            if stored[:32] == key:
+        from .cache_files import read_entry
+        stored = read_entry(path)
+        if stored is not None and stored[:32] == key:
+            try:
                 return marshal.loads(stored[32:])
-        except Exception:  # noqa: BLE001 - a missing or damaged entry: read the YAML
-            pass
+            except Exception:  # noqa: BLE001 - a damaged entry: read the YAML
+                pass
     value = safe_yaml(data.decode("utf-8"))
     if path is not None:
         _store(path, key, value)

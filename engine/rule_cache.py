@@ -126,8 +126,11 @@ def read(key: str, content_key, now_settled: bool):
     path = _path(key)
     if path is None:
         return None
+    from .cache_files import read_entry
+    blob = read_entry(path)
+    if blob is None:
+        return None
     try:
-        blob = path.read_bytes()
         stored = _RulesOnly(io.BytesIO(blob)).load()
     except Exception:  # noqa: BLE001 - any unreadable cache is simply not used
         return None

@@ -22,20 +22,58 @@ def _load(name: str):
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept between runs (compiling them is most of a first render).
 
-    Jinja checks each entry against the template's source, so an edited template is
+    Each entry is checked against the template's source, so an edited template is
     compiled afresh; the folder is the rule cache's, made private to the user.
     """
     from .rule_cache import private_dir
     folder = private_dir("templates")
-    return _TolerantCache(str(folder)) if folder else None
+    return _PlainDataCache(str(folder)) if folder else None
 
 
-class _TolerantCache(jinja2.FileSystemBytecodeCache):
+class _PlainDataCache(jinja2.BytecodeCache):
+    """Jinja's file cache without its pickle: an entry is our magic, the source checksum
+    as plain text and the marshalled code, the same trust as Python's own .pyc files.
+    Anything else found there (a damaged or planted entry, a FIFO, a link, another user's
+    file) is a miss and is compiled afresh and rewritten."""
+
+    _MAGIC = b"qcdoctor-templates-1\n"
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def _path(self, bucket) -> str:
+        import os
+        return os.path.join(self.directory, f"{bucket.key}.cache")
+
     def load_bytecode(self, bucket) -> None:
+        import marshal
+
+        from .cache_files import read_entry
+        data = read_entry(self._path(bucket))
+        checksum = bucket.checksum.encode("utf-8") + b"\n"
+        head = self._MAGIC + checksum
+        if data is None or not data.startswith(head):
+            return
         try:
-            super().load_bytecode(bucket)
-        except Exception:  # noqa: BLE001 - a damaged entry (Jinja reads its header unguarded)
-            bucket.reset()                   # is simply compiled afresh and rewritten
+            code = marshal.loads(data[len(head):])
+        except (EOFError, ValueError, TypeError):
+            return
+        if type(code).__name__ == "code":
+            bucket.code = code
+
+    def dump_bytecode(self, bucket) -> None:
+        import marshal
+        from pathlib import Path
+
+        from .atomic import replaced_atomically
+        try:
+            payload = self._MAGIC + bucket.checksum.encode("utf-8") + b"\n" \
+                + marshal.dumps(bucket.code)
+            with replaced_atomically(Path(self._path(bucket)), 0o600) as temporary, \
+                    open(temporary, "wb") as out:
+                out.write(payload)
+        except Exception:  # noqa: BLE001 - a cache that cannot be written only costs speed
+            pass
 
 
 def new_environment(autoescape: bool = False, filters: dict | None = None,
