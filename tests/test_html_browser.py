@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -83,12 +84,24 @@ def pages(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def browser(pages):
     from playwright.sync_api import sync_playwright
-    with sync_playwright() as playwright:
+    # Chromium puts a Unix socket in its TMPDIR, whose path may hold at most 107 bytes:
+    # a machine's long TMPDIR would stop it from starting, so it gets a short one
+    with tempfile.TemporaryDirectory(prefix="qcd-", dir=_short_temp_root()) as short, \
+            sync_playwright() as playwright:
         # the system Chromium: Playwright never downloads a browser of its own here
         chromium = playwright.chromium.launch(executable_path=_chromium(),
-                                              args=["--no-sandbox", "--disable-gpu"])
+                                              args=["--no-sandbox", "--disable-gpu"],
+                                              env={**os.environ, "TMPDIR": short})
         yield chromium
         chromium.close()
+
+
+def _short_temp_root() -> str:
+    """The shortest writable temporary folder of the usual places, else the default."""
+    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    return tempfile.gettempdir()
 
 
 def _open(browser, page_file: Path, javascript: bool = True):
