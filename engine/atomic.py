@@ -1,37 +1,77 @@
-"""Write files atomically: a reader never sees half a file, a crash never truncates one."""
+"""Write files atomically: a reader never sees half a file, a crash never truncates one.
+
+Only regular files are replaced: a device, FIFO or socket at the path is never turned into
+a regular file (user-named outputs go through ``output_file``, which writes into those)."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+
+def temporary_beside(path: str | Path) -> tuple[int, str]:
+    """(open descriptor, name) of a new temporary file in ``path``'s folder: the same file
+    system, so the rename that puts it in place is atomic. Refuses a path that holds
+    something else than a regular file or a symlink."""
+    path = Path(path)
+    try:
+        kind = os.lstat(path).st_mode
+    except FileNotFoundError:
+        kind = None
+    if kind is not None and not (stat.S_ISREG(kind) or stat.S_ISLNK(kind)):
+        raise OSError(errno.EEXIST, "not a regular file: it is never replaced", str(path))
+    return tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+
+
+def put_in_place(temporary: str, path: str | Path, mode: int) -> None:
+    """The written ``temporary`` becomes ``path`` with ``mode`` (it is synced first: after a
+    crash the path holds the old file or the new one, never an empty one)."""
+    fd = os.open(temporary, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(temporary, mode)
+    os.replace(temporary, path)
+
+
+def discard(temporary: str) -> None:
+    try:
+        os.unlink(temporary)
+    except FileNotFoundError:
+        pass
+
+
+def existing_mode(path: str | Path, default: int = 0o644) -> int:
+    """The permission bits of the regular file at ``path`` (or a link's), else ``default``:
+    never a device's mode."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return default
+    return info.st_mode & 0o7777 if stat.S_ISREG(info.st_mode) else default
 
 
 @contextmanager
 def replaced_atomically(path: Path, mode: int = 0o644):
     """A temporary file beside ``path`` to write; it becomes ``path`` (synced to disk, with
     ``mode``) when the block ends without error, and is removed otherwise."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temporary_beside(path)
     os.close(fd)
     try:
         yield tmp
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        put_in_place(tmp, path, mode)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        discard(tmp)
         raise
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     path = Path(path)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    with replaced_atomically(path, mode) as tmp:
+    with replaced_atomically(path, existing_mode(path)) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)

@@ -14,7 +14,12 @@ def is_batch(args) -> bool:
 
 def run_batch_command(args) -> int:
     from .batch import Settings, default_jobs, error_line, find_cases, run_batch, worst_exit
-    from .batch_output import check_output_folder, summary_table, write_outputs
+    from .batch_output import (
+        check_output_folder,
+        check_planned_outputs,
+        summary_table,
+        write_outputs,
+    )
     from .locale_language import locale_language
     from .outputs import EXTENSIONS
     from .progress import Progress
@@ -38,6 +43,9 @@ def run_batch_command(args) -> int:
         check_output_folder(folder)
     lang = args.lang or locale_language()
     cases = find_cases(args.case, args.recursive)
+    if folder:      # refused before any case is read: never over what the batch reads
+        check_planned_outputs(folder, cases, EXTENSIONS[fmt], fmt == "html",
+                              tuple(args.allow_outside))
     settings = Settings(fmt="jsonl" if jsonl else (fmt if folder else None),
                         audit=args.command == "audit", lang=args.lang,
                         trust_pickles=args.trust_pickles, use_env=not args.no_env,

@@ -14,13 +14,13 @@ import json
 import os
 import re
 import stat
+import sys
 import tarfile
 import time
 from pathlib import Path
 
 from qcdoctor import __version__
 
-from .atomic import replaced_atomically
 from .bundle import CASE_DIR, MANIFEST, MANIFEST_SCHEMA, REPORT_DIR
 from .errors import QcdoctorError
 
@@ -60,6 +60,10 @@ def candidates(report: dict, folder: Path, read: set[Path], words: dict) -> dict
     for resolved in sorted(read):
         if resolved.is_relative_to(root):
             wanted.setdefault(resolved.relative_to(root).as_posix(), words["why_read"])
+    # the case's own threshold settings: the bundle must triage as the folder does
+    from qcdoctor.collectors.threshold_settings import case_settings_files
+    for name in case_settings_files(Path(root)):
+        wanted.setdefault(name, words["why_settings"])
     for item in report["artifacts"]["keep"]:
         if item["present"] and item["path"]:
             wanted[item["path"]] = words["why_keep"].format(name=item["name"])
@@ -92,14 +96,15 @@ def pack_case(case_path: str, output: Path, *, max_file_size: int = DEFAULT_MAX_
     if case.folder is None:
         raise QcdoctorError("a bundle needs the case folder", file=case_path,
                             fix="give the folder that holds case.yaml")
-    _check_target(output, case.folder)
+    target = _check_target(output, case.folder)
     files = CaseFiles(case.folder)
     report = triage_case(case, case_files=files, lang=lang, use_env=use_env,
                          trust_pickles=trust_pickles)
     words = labels()[report["language"]]["pack"]
     kept, left_out = [], []
-    with replaced_atomically(output) as tmp, \
-            tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as archive:
+    from .output_file import OutputFile
+    with OutputFile(target) as sink, \
+            tarfile.open(fileobj=sink, mode="w:gz", format=tarfile.PAX_FORMAT) as archive:
         for name, text in (("report.md", render(report, "md")),
                            ("report.json", render(report, "json"))):
             kept.append(_add_bytes(archive, f"{REPORT_DIR}/{name}", text.encode("utf-8"),
@@ -121,21 +126,26 @@ def pack_case(case_path: str, output: Path, *, max_file_size: int = DEFAULT_MAX_
                     "case": report["case"], "language": report["language"],
                     "max_file_size": max_file_size,
                     "files": kept, "left_out": left_out}
-        _add_bytes(archive, MANIFEST, (json.dumps(manifest, ensure_ascii=False, indent=2)
-                                       + "\n").encode("utf-8"), "")
+        from .safe_text import json_text
+        _add_bytes(archive, MANIFEST, (json_text(json.dumps(manifest, ensure_ascii=False,
+                                                            indent=2)) + "\n").encode("utf-8"), "")
     return manifest
 
 
-def _check_target(output: Path, folder: Path) -> None:
-    if output.exists() or output.is_symlink():
+def _check_target(output: Path, folder: Path):
+    """Where the bundle goes: streamed into /dev/stdout, a pipe or a FIFO, else a new
+    .tar.gz file (a device, /proc or a missing folder refused as any -o)."""
+    from .output_file import output_target
+    target = output_target(output)
+    if target.stream:
+        return target
+    if os.path.lexists(output):
         raise QcdoctorError("exists already", file=str(output),
                             fix="give a new file name (a bundle never replaces a file)")
     if not output.name.endswith((".tar.gz", ".tgz")):
         raise QcdoctorError("a bundle is a .tar.gz", file=str(output),
                             fix=f"e.g. -o {folder.name or 'case'}.tar.gz")
-    if not output.parent.is_dir():
-        raise QcdoctorError("the folder for the bundle does not exist", file=str(output),
-                            fix=f"create {output.parent} first")
+    return target
 
 
 def _tar_info(name: str, size: int, mtime: float | None = None) -> tarfile.TarInfo:
@@ -180,8 +190,17 @@ def run_pack_command(args) -> int:
     manifest = pack_case(args.case, output, max_file_size=args.max_file_size, lang=args.lang,
                          use_env=not args.no_env, trust_pickles=args.trust_pickles)
     words = labels()[manifest["language"]]["pack"]
+    out = sys.stderr if _into_stdout(output) else sys.stdout    # the bundle keeps stdout
     print(words["written"].format(path=output, files=len(manifest["files"]),
-                                  size=sum(f["size"] for f in manifest["files"])))
+                                  size=sum(f["size"] for f in manifest["files"])), file=out)
     for entry in manifest["left_out"]:
-        print(words["left_out"].format(path=entry["path"], reason=entry["reason"]))
+        print(words["left_out"].format(path=entry["path"], reason=entry["reason"]), file=out)
     return 0
+
+
+def _into_stdout(output: Path) -> bool:
+    from .output_file import output_target
+    try:
+        return output_target(output).fd == 1
+    except QcdoctorError:
+        return False

@@ -180,3 +180,88 @@ def running(pid: int, within: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def test_case_folders_never_take_the_names_of_the_batch_files(tmp_path, capsys):
+    """Cases named summary.json or index.html, or whose names only differ by characters
+    made safe, each get their own folder beside summary.json and index.html."""
+    names = ["summary.json", "index.html", "a b", "a_b", "a_b-2"]
+    for name in names:
+        with example_path("wide_gap") as source:
+            shutil.copytree(source, tmp_path / "cases" / name)
+    out = tmp_path / "out"
+    assert main(["triage", *(str(tmp_path / "cases" / n) for n in names), "-j", "1",
+                 "--no-env", "--format", "html", "-o", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    reports = [row["report"] for row in summary["cases"]]
+    assert reports == ["summary.json-2/report.html", "index.html-2/report.html",
+                       "a_b/report.html", "a_b-2/report.html", "a_b-2-2/report.html"]
+    assert all((out / report).is_file() for report in reports)
+    assert (out / "index.html").is_file()
+    assert "internal error" not in capsys.readouterr().err
+
+
+def test_folder_names_are_safe_unique_and_never_the_batch_files():
+    from qcdoctor.engine.batch_output import folder_names
+    assert folder_names(["x/summary.json", "index.html", "c/case.yaml", "d.tar.gz", "..",
+                         "e/..", "d", "a:b", "a?b", "é" * 150]) == [
+        "summary.json-2", "index.html-2", "c", "d", "case", "case-2", "d-2", "a_b", "a_b-2",
+        "é" * 100]
+
+
+def _tree(root: Path) -> dict:
+    """Every entry below ``root``: a link's target, a file's bytes, else its type."""
+    import os
+    import stat
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink():
+            out[str(path)] = os.readlink(path)
+        elif stat.S_ISREG(os.lstat(path).st_mode):
+            out[str(path)] = path.read_bytes()
+        else:
+            out[str(path)] = stat.S_IFMT(os.lstat(path).st_mode)
+    return out
+
+
+@pytest.mark.parametrize("layout", ["case_kept_in_the_output", "output_in_a_case",
+                                    "report_linked_to_case_yaml", "report_is_a_fifo"])
+def test_a_batch_never_writes_over_what_it_reads(queue, tmp_path, capsys, layout):
+    import os
+    first, second = queue / "0_board_nv12_deploy", queue / "4_wide_gap"
+    out = tmp_path / "out"
+    assert main(["triage", str(first), str(second), "-j", "1", "--no-env", "-o", str(out)]) == 0
+    args, refused = [str(first), str(second)], "refusing to overwrite an input of this run"
+    if layout == "case_kept_in_the_output":         # out/4_wide_gap is now the case itself
+        shutil.rmtree(out / "4_wide_gap")
+        shutil.move(second, out / "4_wide_gap")
+        args = [str(first), str(out / "4_wide_gap")]
+    elif layout == "output_in_a_case":
+        out = first / "reports"
+    elif layout == "report_linked_to_case_yaml":
+        (out / "4_wide_gap" / "report.md").unlink()
+        (out / "4_wide_gap" / "report.md").symlink_to(second / "case.yaml")
+    else:
+        (out / "4_wide_gap" / "report.md").unlink()
+        os.mkfifo(out / "4_wide_gap" / "report.md")
+        refused = "this folder holds files a batch did not write"
+    capsys.readouterr()
+    before = _tree(tmp_path)
+    assert main(["triage", *args, "-j", "1", "--no-env", "-o", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert refused in captured.err and "internal error" not in captured.err
+    assert captured.out == ""                    # refused before any case was triaged
+    assert _tree(tmp_path) == before
+
+
+def test_an_allowed_outside_folder_takes_new_outputs_but_keeps_its_files(queue, tmp_path,
+                                                                         capsys):
+    shared = tmp_path / "shared"
+    args = ["triage", str(queue / "0_board_nv12_deploy"), str(queue / "4_wide_gap"), "-j", "1",
+            "--no-env", "--allow-outside", str(shared), "-o", str(shared / "out")]
+    assert main(args) == 0                      # new files: nothing there can be read
+    summary = (shared / "out" / "summary.json").read_bytes()
+    capsys.readouterr()
+    assert main(args) == 2                      # the second run would replace what it may read
+    assert "refusing to overwrite an input of this run" in capsys.readouterr().err
+    assert (shared / "out" / "summary.json").read_bytes() == summary
