@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 
 from qcdoctor.engine.fact_types import PACKAGES, USER_CHECKS
+from qcdoctor.engine.source_locations import at, case_key, joined
 from qcdoctor.engine.vocabulary import analysis_type, needs_two_runs, torch_vs_bc
 
 from .case_file import Case
@@ -34,25 +35,30 @@ def case_fact(case: Case) -> dict:
             "postprocess_in_model": case.get("postprocess_in_model", "unknown"),
             "deploy_given": any(k in deploy for k in ("train", "board", "nodes", "description",
                                                        "script")),
-            "language": case.get("language", "zh"), "source": case.source("case")}
+            "language": case.get("language", "zh"), "source": case.source("case"),
+            "locations": case_key(case, "case")}
 
 
 def evidence_facts(case: Case) -> list[dict]:
     kinds = case.get("evidence", [])
-    src = case.source("evidence")
-    facts = [{"type": "evidence", "kind": k, "source": src} for k in dict.fromkeys(kinds)]
+    src, where = case.source("evidence"), case_key(case, "evidence")
+    facts = [{"type": "evidence", "kind": k, "source": src, "locations": where}
+             for k in dict.fromkeys(kinds)]
     sufficient = any(k in SUFFICIENT_EVIDENCE for k in kinds)
     facts.append({"type": "evidence_summary", "given": bool(kinds), "sufficient": sufficient,
-                  "single_frame_only": bool(kinds) and not sufficient, "source": src})
+                  "single_frame_only": bool(kinds) and not sufficient, "source": src,
+                  "locations": where})
     return facts
 
 
-def platform_facts(case: Case, board: tuple[str, str] | None) -> list[dict]:
+def platform_facts(case: Case, board: tuple[str, str] | None,
+                   board_locations: list[dict] = ()) -> list[dict]:
     given = case.get("platform", {})
     if given:
-        return [platform_fact(given.get("chip"), given.get("march"), case.source("platform"))]
+        return [{**platform_fact(given.get("chip"), given.get("march"), case.source("platform")),
+                 "locations": case_key(case, "platform")}]
     if board:
-        return [platform_fact(None, board[0], board[1])]
+        return [{**platform_fact(None, board[0], board[1]), "locations": list(board_locations)}]
     return [platform_fact(None, None, "not given")]
 
 
@@ -62,7 +68,9 @@ def version_facts(case: Case, installed: dict | None) -> list[dict]:
     facts = []
     for package in PACKAGES:
         if package in given:
-            facts.append(version_fact(package, given[package], case.source(f"versions.{package}")))
+            facts.append({**version_fact(package, given[package],
+                                         case.source(f"versions.{package}")),
+                          "locations": case_key(case, f"versions.{package}")})
         elif package in installed:
             facts.append(version_fact(package, *installed[package]))
         else:
@@ -73,12 +81,14 @@ def version_facts(case: Case, installed: dict | None) -> list[dict]:
 def user_check_facts(case: Case) -> list[dict]:
     given = case.get("user_checks", {})
     facts = [{"type": "user_check", "check": c, "value": given.get(c, "unknown"),
-              "source": case.source(f"user_checks.{c}") if c in given else "not given"}
+              "source": case.source(f"user_checks.{c}") if c in given else "not given",
+              "locations": case_key(case, f"user_checks.{c}") if c in given else []}
              for c in USER_CHECKS]
     values = [f["value"] for f in facts]
     facts.append({"type": "user_checks_summary", "any_failed": "no" in values,
                   "all_confirmed": all(v == "yes" for v in values),
-                  "source": case.source("user_checks")})
+                  "source": case.source("user_checks"),
+                  "locations": case_key(case, "user_checks")})
     return facts
 
 
@@ -113,7 +123,8 @@ def consistency_fact(case: Case) -> dict:
             "tried_2": 2 in tried, "any": bool(tried), "numbering": numbering,
             "old_levels": ", ".join(str(v) for v in sorted(set(given))) if old else "",
             "between": old and any(v in OLD_BETWEEN for v in given),
-            "source": case.source("consistency_levels_tried")}
+            "source": case.source("consistency_levels_tried"),
+            "locations": case_key(case, "consistency_levels_tried")}
 
 
 def analysis_facts(case: Case) -> list[dict]:
@@ -130,11 +141,13 @@ def analysis_facts(case: Case) -> list[dict]:
                           run["baseline"], run["analysis"],
                           case.get("input_format_differs", False),
                           case.get("has_task_input", False)),
-                      "source": case.source(f"analyses_run[{i}].baseline")})
+                      "source": case.source(f"analyses_run[{i}].baseline"),
+                      "locations": case_key(case, f"analyses_run[{i}].baseline")})
         runs, sens = summary.get(kind, (0, False))
         summary[kind] = (runs + 1, sens or run.get("sensitivity", False))
     facts += [{"type": "analysis_summary", "analysis_model_type": kind, "runs": runs,
-               "with_sensitivity": sens, "source": case.source("analyses_run")}
+               "with_sensitivity": sens, "source": case.source("analyses_run"),
+               "locations": case_key(case, "analyses_run")}
               for kind, (runs, sens) in sorted(summary.items())]
     return facts
 
@@ -161,18 +174,58 @@ def collect_case(case: Case, *, environ=None, cwd: Path | None = None,
     files = files or CaseFiles(case.folder)
     thresholds = thresholds or resolve_thresholds(case, use_env)[0]
     board = detect_march(case.folder, cwd, environ, use_env, files)   # the board's march
-    platform = platform_facts(case, board)
+    board_places = getattr(board, "locations", [])
+    platform = platform_facts(case, board, board_places)
     with warnings.catch_warnings():
         # numeric overflow in hostile tables or dumps is handled where it matters
         # (non-finite values are skipped or reported); numpy's warnings are noise here
         warnings.simplefilter("ignore", RuntimeWarning)
         dumps = collect_dumps(case, trust_pickles, progress, files)
         artifacts = (collect_quant_analysis(case, trust_pickles, thresholds, files)
-                     + collect_deploy(case, platform[0], board, files) + dumps)
+                     + collect_deploy(case, platform[0], board, files, board_places) + dumps)
     # dumps of the same input stand in for missing stage results (knowledge.md §5 rev 2)
     dump_pairs = [f for f in dumps if f["type"] == "dump_pair"]
+    for pair in dump_pairs:
+        pair["locations"] = joined(*(case_key(case, f"artifacts.dumps.{pair[side]}")
+                                     for side in ("left", "right")))
     artifacts, series = split_series(artifacts)
-    return (derive_stage_facts(case, dump_pairs) + [case_fact(case)] + evidence_facts(case)
+    stages = with_stage_locations(derive_stage_facts(case, dump_pairs), case, dump_pairs)
+    return (stages + [case_fact(case)] + evidence_facts(case)
             + platform + version_facts(case, installed)
             + user_check_facts(case) + [consistency_fact(case)] + analysis_facts(case)
-            + artifacts + files.problem_facts()), series
+            + artifacts + _located_problems(case, files.problem_facts())), series
+
+
+# the stages each fact derived from the stage table compares (derive_stage_facts)
+_STAGE_FIELDS = {"calib_recovered": (), "stage_rise": ("before", "after"),
+                 "transition": ("from", "to"), "non_monotonic": ("abnormal", "normal")}
+
+
+def with_stage_locations(facts: list[dict], case: Case, dump_pairs: list[dict]) -> list[dict]:
+    """The stage facts with their locations: a stage result where case.yaml gives it (or
+    the dumps that stood in for it), a fact comparing stages where those stand."""
+    given = case.get("stages", {})
+    identical = joined(*(p for p in dump_pairs
+                         if (p["left"], p["right"]) == ("hbm_x86", "board")))
+    of_stage: dict[str, list[dict]] = {}
+    for fact in facts:
+        if fact["type"] == "stage":
+            stage = fact["stage"]
+            if fact.get("basis") == "dump_identical":
+                places = identical
+            else:
+                places = case_key(case, f"stages.{stage}") if stage in given else []
+            of_stage[stage] = fact["locations"] = places
+    for fact in facts:
+        fields = _STAGE_FIELDS.get(fact["type"])
+        if fields is not None:
+            stages = [fact[f] for f in fields] if fields else ["calib", "qat"]
+            fact["locations"] = joined(*(of_stage.get(s, []) for s in stages))
+    return facts
+
+
+def _located_problems(case: Case, problems: list[dict]) -> list[dict]:
+    """The artifacts ``files`` refused, located at the artifact when it lies in the case
+    folder, else at the case file that led to it."""
+    return [{**p, "locations": at(p["file"]) or case_key(case)} if "locations" not in p else p
+            for p in problems]

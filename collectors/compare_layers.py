@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from qcdoctor.engine.source_locations import at
+
 from .reasons import reason
 from .tables import Table, read_psql_file, read_qa_csv
 from .thresholds import DEFAULT, Thresholds
@@ -190,11 +192,15 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
     facts = [{"type": "layer_table", "analysis": analysis, "rows": int(len(frame)),
               "compared": reading.compared, "mismatch_rows": reading.mismatch_rows,
               "layout": layers.layout, "partial": bool(table.problems),
-              "abnormal": reading.origin is not None, "source": source_prefix}]
+              "abnormal": reading.origin is not None, "source": source_prefix,
+              "locations": at(source_prefix)}]
 
     def where(position):
         return (f"{source_prefix} row {int(frame['_index'].iat[position])} "
                 f"(line {int(frame['_line'].iat[position])})")
+
+    def place(position):
+        return at(source_prefix, int(frame["_line"].iat[position]))
 
     def value(column, position):
         if column not in frame:
@@ -215,13 +221,15 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
                       "drop": round(reading.drop, 9), "qdiff": value("max_qscale_diff", p),
                       "base_min": value("base_model_min", p), "base_max": value("base_model_max", p),
                       "analy_min": value("analy_model_min", p),
-                      "analy_max": value("analy_model_max", p), "source": where(p)})
+                      "analy_max": value("analy_model_max", p), "source": where(p),
+                      "locations": place(p)})
         d = reading.kind_detail
         facts.append({"type": "error_kind", "analysis": analysis, "layer": layer(p),
                       "kind": reading.kind,
                       "range_ratio": _finite(d.get("range_ratio")),
                       "base_absmax": _finite(d.get("base_absmax")),
-                      "scale_limit": _finite(d.get("scale_limit")), "source": where(p)})
+                      "scale_limit": _finite(d.get("scale_limit")), "source": where(p),
+                      "locations": place(p)})
     if reading.worst is not None:
         w = reading.worst
         facts.append({"type": "layer_worst", "analysis": analysis, "layer": layer(w),
@@ -230,7 +238,8 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
                       "has_origin": reading.origin is not None,
                       "origin_layer": layer(reading.origin) if reading.origin is not None else "",
                       "origin_row": int(frame["_index"].iat[reading.origin])
-                      if reading.origin is not None else 0, "source": where(w)})
+                      if reading.origin is not None else 0, "source": where(w),
+                      "locations": place(w)})
     return facts
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from qcdoctor.engine.errors import QcdoctorError
+from qcdoctor.engine.source_locations import at, case_key, joined
 
 from .case_file import Case
 from .deploy_script import UNKNOWN, Call, read_script
@@ -54,8 +55,13 @@ def _same(a, b) -> str:
 
 
 def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | None,
-                   files: CaseFiles | None = None) -> list[dict]:
-    """All deployment facts of a case (empty when it says nothing about deployment)."""
+                   files: CaseFiles | None = None, board_locations: list[dict] = ()
+                   ) -> list[dict]:
+    """All deployment facts of a case (empty when it says nothing about deployment);
+    ``board_locations``: where the case folder's board file names ``board_march``.
+
+    Each fact carries its provenance twice: as text (``source``) and as data
+    (``locations``: files relative to the case folder and lines, for SARIF)."""
     files = files or CaseFiles(case.folder)
     deploy = case.get("deploy", {})
     facts: list[dict] = []
@@ -73,9 +79,11 @@ def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | No
         facts.append({"type": "deploy_script", "read": True,
                       "inserts": any(n.startswith("insert_") for n in names),
                       "removes_io": "remove_io_op" in names, "converts": "convert" in names,
-                      "compiles": "compile" in names, "source": script_source})
+                      "compiles": "compile" in names, "source": script_source,
+                      "locations": at(script_source)})
     facts += _comparisons(case, train, board, deploy, preprocess, script_source)
-    facts += _march(case, calls, config, platform, board_march, script_source, config_source)
+    facts += _march(calls, config, platform, board_march, script_source, config_source,
+                    board_locations)
     facts += _order(calls, script_source) if calls else _declared_nodes(case, deploy)
     facts += _preprocess(case, train, calls, script_source)
     facts += _layout(case, train, board, calls, config, script_source)
@@ -91,15 +99,17 @@ def _script(case, deploy, facts, files):
         return [], ""
     path = case.folder / name
     if not os.path.lexists(path):
-        facts.append(artifact_problem(name, reason("file not found"), False,
-                                      case.source("deploy.script")))
+        facts.append({**artifact_problem(name, reason("file not found"), False,
+                                         case.source("deploy.script")),
+                      "locations": case_key(case, "deploy.script")})
         return [], ""
     try:
         return read_script(files.check(path, "script", case.source("deploy.script"))), name
     except ArtifactRefused:
         return [], ""
     except QcdoctorError as exc:
-        facts.append(artifact_problem(name, exc.problem, False, name))
+        facts.append({**artifact_problem(name, exc.problem, False, name),
+                      "locations": at(name, exc.line)})
         return [], ""
 
 
@@ -109,15 +119,17 @@ def _config(case, deploy, facts, files):
         return None, ""
     path = case.folder / name
     if not os.path.lexists(path):
-        facts.append(artifact_problem(name, reason("file not found"), False,
-                                      case.source("deploy.config")))
+        facts.append({**artifact_problem(name, reason("file not found"), False,
+                                         case.source("deploy.config")),
+                      "locations": case_key(case, "deploy.config")})
         return None, ""
     try:
         return read_hb_compile(files.check(path, "config", case.source("deploy.config"))), name
     except ArtifactRefused:
         return None, ""
     except QcdoctorError as exc:
-        facts.append(artifact_problem(name, exc.problem, False, name))
+        facts.append({**artifact_problem(name, exc.problem, False, name),
+                      "locations": at(name, exc.line)})
         return None, ""
 
 
@@ -136,18 +148,22 @@ def _comparisons(case, train, board, deploy, preprocess, script_source) -> list[
         facts.append({"type": "deploy_compare", "item": item, "check": COMPARED[item],
                       "train": _text(t) if t is not None else "unknown",
                       "board": _text(b) if b is not None else "unknown",
-                      "equal": _same(t, b), "source": f"{case.source(f'deploy.train.{item}')}; {source}"})
+                      "equal": _same(t, b), "source": f"{case.source(f'deploy.train.{item}')}; {source}",
+                      "locations": joined(case_key(case, f"deploy.train.{item}"),
+                                          case_key(case, f"deploy.board.{item}"))})
     if train.get("color") and board.get("color") and board["color"] not in ("nv12", "yuv444", "gray") \
             and train["color"] in ("rgb", "bgr"):
         facts.append({"type": "deploy_compare", "item": "color", "check": "input_preprocessing",
                       "train": train["color"], "board": board["color"],
                       "equal": _same(train["color"], board["color"]),
-                      "source": case.source("deploy.board.color")})
+                      "source": case.source("deploy.board.color"),
+                      "locations": case_key(case, "deploy.board.color")})
     same = deploy.get("postprocess_same")
     facts.append({"type": "deploy_compare", "item": "postprocess", "check": "pre_post_nodes",
                   "train": "training post-processing",
                   "board": "board post-processing", "equal": same or "unknown",
-                  "source": case.source("deploy.postprocess_same")})
+                  "source": case.source("deploy.postprocess_same"),
+                  "locations": case_key(case, "deploy.postprocess_same")})
     return facts
 
 
@@ -186,14 +202,19 @@ def _normalisation(case, train, board, preprocess, script_source) -> dict:
         equal = "unknown"
     else:
         equal = "yes" if _same(t[0], b[0]) == "yes" and _same(t[1], b[1]) == "yes" else "no"
-    where = (f"{script_source} line {preprocess.line}" if preprocess and "mean" in preprocess.args
+    in_script = bool(preprocess and "mean" in preprocess.args)
+    where = (f"{script_source} line {preprocess.line}" if in_script
              else case.source("deploy.board.mean"))
+    places = (at(script_source, preprocess.line) if in_script
+              else case_key(case, "deploy.board.mean"))
     return {"type": "deploy_compare", "item": "normalisation", "check": "input_preprocessing",
             "train": shown(train), "board": shown(board), "equal": equal,
-            "source": f"{case.source('deploy.train.mean')}; {where}"}
+            "source": f"{case.source('deploy.train.mean')}; {where}",
+            "locations": joined(case_key(case, "deploy.train.mean"), places)}
 
 
-def _march(case, calls, config, platform, board_march, script_source, config_source) -> list[dict]:
+def _march(calls, config, platform, board_march, script_source, config_source,
+           board_locations) -> list[dict]:
     convert = _last(calls, "convert")
     compile_ = _last(calls, "compile")
     values = {
@@ -213,7 +234,9 @@ def _march(case, calls, config, platform, board_march, script_source, config_sou
     return [{"type": "march_check", **{k: _text(v) for k, v in values.items()},
              "consistent": consistent,
              "differing": ", ".join(f"{k}={v}" for k, v in known.items()) if len(distinct) > 1 else "",
-             "source": "; ".join(sources)}]
+             "source": "; ".join(sources),
+             "locations": joined(at(script_source), at(config_source), platform,
+                                 board_locations if board_march else [])}]
 
 
 def _order(calls, script_source) -> list[dict]:
@@ -223,7 +246,8 @@ def _order(calls, script_source) -> list[dict]:
         if call.name.startswith("insert_"):
             before = "unknown" if convert is None else ("yes" if call.order < convert.order else "no")
             facts.append({"type": "insert_call", "name": call.name, "line": call.line,
-                          "before_convert": before, "source": f"{script_source} line {call.line}"})
+                          "before_convert": before, "source": f"{script_source} line {call.line}",
+                          "locations": at(script_source, call.line)})
     removals = [c for c in calls if c.name == "remove_io_op"]
     for call in removals:
         types = call.args.get("op_types", call.args.get("op_names", UNKNOWN))
@@ -235,7 +259,8 @@ def _order(calls, script_source) -> list[dict]:
                                     for n in names) else "no"),
                       "dequantize": "unknown" if names is None else
                       ("yes" if any("dequantize" in n for n in names) else "no"),
-                      "source": f"{script_source} line {call.line}"})
+                      "source": f"{script_source} line {call.line}",
+                      "locations": at(script_source, call.line)})
     return facts
 
 
@@ -247,7 +272,8 @@ def _declared_nodes(case, deploy) -> list[dict]:
     return [{"type": "qdq_removal", "line": 0, "after_convert": "unknown",
              "quantize": "yes" if "quantize" in removed else "no",
              "dequantize": "yes" if "dequantize" in removed else "no",
-             "source": case.source("deploy.nodes.removed")}]
+             "source": case.source("deploy.nodes.removed"),
+             "locations": case_key(case, "deploy.nodes.removed")}]
 
 
 def _preprocess(case, train, calls, script_source) -> list[dict]:
@@ -257,7 +283,8 @@ def _preprocess(case, train, calls, script_source) -> list[dict]:
         return []
     mode = "not_inserted" if call is None else _text(call.args.get("mode", UNKNOWN))
     return [{"type": "preprocess_mode", "mode": mode, "train_color": train.get("color", "unknown"),
-             "source": f"{script_source} line {call.line}" if call else script_source}]
+             "source": f"{script_source} line {call.line}" if call else script_source,
+             "locations": at(script_source, call.line if call else None)}]
 
 
 def _layout(case, train, board, calls, config, script_source) -> list[dict]:
@@ -282,7 +309,9 @@ def _layout(case, train, board, calls, config, script_source) -> list[dict]:
                              "yes" if list(permutes) == [0, 3, 1, 2] else "no"),
              "permutes": _text(permutes) if transpose else "",
              "source": f"{script_source} line {transpose.line}" if transpose else
-             case.source("deploy.train.layout")}]
+             case.source("deploy.train.layout"),
+             "locations": at(script_source, transpose.line) if transpose else
+             case_key(case, "deploy.train.layout")}]
 
 
 def _nv12(case, train, board, calls) -> list[dict]:
@@ -294,7 +323,8 @@ def _nv12(case, train, board, calls) -> list[dict]:
     known = h is not None and w is not None
     return [{"type": "nv12_size", "height": int(h or 0), "width": int(w or 0), "known": known,
              "even": known and h % 2 == 0 and w % 2 == 0,
-             "source": case.source("deploy.board.height")}]
+             "source": case.source("deploy.board.height"),
+             "locations": case_key(case, "deploy.board.height")}]
 
 
 def _input_types(config, config_source) -> list[dict]:
@@ -306,7 +336,8 @@ def _input_types(config, config_source) -> list[dict]:
                       "train": (row.get("input_type_train") or "unknown").lower(),
                       "rt": (row.get("input_type_rt") or "unknown").lower(),
                       "input_source": (row.get("input_source") or "unknown").lower(),
-                      "source": f"{config_source} (input_parameters, input {i})"})
+                      "source": f"{config_source} (input_parameters, input {i})",
+                      "locations": at(config_source)})
     return facts
 
 
@@ -316,19 +347,23 @@ def _declared_input_types(case, train, board) -> list[dict]:
         return []
     return [{"type": "input_types", "index": 0, "train": train["color"], "rt": board["color"],
              "input_source": board.get("input_source", "unknown"),
-             "source": f"{case.source('deploy.train.color')}; {case.source('deploy.board.color')}"}]
+             "source": f"{case.source('deploy.train.color')}; {case.source('deploy.board.color')}",
+             "locations": joined(case_key(case, "deploy.train.color"),
+                                 case_key(case, "deploy.board.color"))}]
 
 
 def _core_num(config, calls, platform, config_source, script_source) -> list[dict]:
     compile_ = _last(calls, "compile")
     core = (config or {}).get("core_num")
-    source = config_source
+    source, places = config_source, at(config_source)
     if core is None and compile_ is not None:
         value = compile_.args.get("core_num")
         core = value if isinstance(value, int) and not isinstance(value, bool) \
             and 0 < value < 1000 else None
         source = f"{script_source} line {compile_.line}"
+        places = at(script_source, compile_.line)
     march = platform.get("march", "unknown")
     if core is None:
         return []
-    return [{"type": "core_num", "march": march, "core_num": int(core), "source": source}]
+    return [{"type": "core_num", "march": march, "core_num": int(core), "source": source,
+             "locations": places}]

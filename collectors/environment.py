@@ -18,7 +18,7 @@ from qcdoctor.engine.fact_types import MARCHES, PACKAGES
 BOARD_FILES = (".drobotics-s/.env.board", ".horizon/.env.board")
 BOARD_VARIABLES = ("HORIZON_BOARD_TYPE", "OE_BOARD_TYPE", "BOARD_TYPE")
 # keys of the first board in .env.board, most precise first
-_BOARD_KEYS = ("BPU_ARCH", "BOARD_TYPE")
+BOARD_KEYS = ("BPU_ARCH", "BOARD_TYPE")
 THIS_MACHINE = "this machine: "
 _LINE = re.compile(r"^\s*([A-Z][A-Z0-9_]*)\s*=\s*(.*?)\s*$")
 
@@ -102,6 +102,16 @@ def read_env_board(path: Path) -> dict[str, tuple[str, int]]:
     return values
 
 
+class BoardMarch(tuple):
+    """(march, source) as found; ``locations``: where in the case folder it was read (as
+    data, for SARIF), empty when the file was elsewhere (this machine)."""
+
+    def __new__(cls, march: str, source: str, locations: list[dict] = ()):
+        found = super().__new__(cls, (march, source))
+        found.locations = list(locations)
+        return found
+
+
 def march_from_board_files(folders: list[Path], case_files=None,
                            case_folder: Path | None = None) -> tuple[str, str] | None:
     """(march, source) from the first .env.board found, or None.
@@ -125,11 +135,12 @@ def march_from_board_files(folders: list[Path], case_files=None,
             elif not path.is_file():
                 continue
             values = read_env_board(path)
-            for key in _BOARD_KEYS:
+            for key in BOARD_KEYS:
                 if key in values and values[key][0] in MARCHES:
                     value, line = values[key]
                     if folder == case_folder:
-                        return value, f"{Path(rel).as_posix()}:{line} ({key})"
+                        return BoardMarch(value, f"{Path(rel).as_posix()}:{line} ({key})",
+                                          [{"file": Path(rel).as_posix(), "line": line}])
                     return value, f"{THIS_MACHINE}{path.as_posix()}:{line} ({key})"
     return None
 

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from qcdoctor.engine.errors import QcdoctorError
+from qcdoctor.engine.source_locations import at, case_key
 from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES, analysis_type
 
 from .advisor import load_advisor
@@ -29,8 +30,7 @@ from .qa_files import (
     load_probe_manifest,
     run_for,
 )
-from .reasons import artifact_problem as _problem
-from .reasons import joined, of_exception, reason, with_fix
+from .reasons import artifact_problem, joined, of_exception, reason, with_fix
 from .statistic import load_statistic, weight_fact
 from .thresholds import DEFAULT, Thresholds
 
@@ -42,6 +42,14 @@ _NAME_HINTS = (("convert", re.compile(r"convert|quantized|intbc|qbc", re.I)),
                ("fake_quant", re.compile(r"calib|float|fake|qua_", re.I)))
 # a folder named like this holds qcdoctor probe output (fake_quant unless stated)
 _PROBE_NAME = re.compile(r"probe", re.I)
+
+
+def _problem(file: str, problem, partial: bool, source: str,
+             locations: list[dict] | None = None) -> dict:
+    """An artifact_problem fact located at ``locations``, by default the file itself
+    (nowhere when it lies outside the case folder)."""
+    return {**artifact_problem(file, problem, partial, source),
+            "locations": at(file) if locations is None else locations}
 
 
 def _is_qa_folder(folder: Path) -> bool:
@@ -168,7 +176,7 @@ def collect_quant_analysis(case: Case, trust_pickles: bool = False,
             continue
         if not folder.is_dir():
             facts.append(_problem(rel, reason("folder not found"), False,
-                                  case.source("artifacts")))
+                                  case.source("artifacts"), case_key(case, "artifacts")))
             continue
         facts += _folder_facts(case, folder, rel, graph, trust_pickles, limits, files)
     facts += _model_check_facts(case, files)
@@ -194,7 +202,7 @@ def _read(facts: list[dict], rel: str, reader, path: Path, *args, files: CaseFil
 def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> list[dict]:
     # numpy/pandas load only when a case has QuantAnalysis outputs
     from .compare_layers import load_compare, read_layers, row_facts
-    from .sensitivity import load_sensitivity, summarise
+    from .sensitivity import load_sensitivity, ranked, summarise
     from .series import layer_series, sensitivity_series
 
     facts: list[dict] = []
@@ -243,7 +251,9 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
         if summary is None:
             facts.append(_problem(srel, reason("no usable rows"), True, srel))
             continue
-        facts += [summary, sensitivity_series(sens, summary, srel)]
+        top_row = ranked(sens)[0][0]                 # the row summarise names first
+        facts += [{**summary, "locations": at(srel, top_row.line)},
+                  sensitivity_series(sens, summary, srel)]
         if summary["top_kind"] == "weight":
             top_weight = summary["top_op"]
     for name in ADVISOR_NAMES:
@@ -257,20 +267,21 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
                 facts += [{"type": "advisor_message", "analysis": rel, "layer": r["layer"],
                            "kind": r["kind"], "op_type": r["op_type"][:120],
                            "message": (r["info"] or r["advice"])[:200],
-                           "source": f"{arel} line {r['line']}"} for r in rows]
+                           "source": f"{arel} line {r['line']}",
+                           "locations": at(arel, r["line"])} for r in rows]
             break
     if "badcase.txt" in found:
         brel = f"{rel}/badcase.txt" if rel != "." else "badcase.txt"
         indices = _read(facts, brel, worst_indices_from_txt, found["badcase.txt"], files=files,
                         kind="table")
         if indices:
-            facts.append(spread_fact(indices, rel, brel))
+            facts.append({**spread_fact(indices, rel, brel), "locations": at(brel)})
     elif "all_badcase_info.pt" in found:
         brel = f"{rel}/all_badcase_info.pt" if rel != "." else "all_badcase_info.pt"
         indices = _read(facts, brel, worst_indices_from_pt, found["all_badcase_info.pt"],
                         trust_pickles, files=files, kind="pickle")
         if indices:
-            facts.append(spread_fact(indices, rel, brel))
+            facts.append({**spread_fact(indices, rel, brel), "locations": at(brel)})
     if top_weight:
         for side in ("analysis_model", "baseline_model"):
             stat = folder / side / "statistic.txt"
@@ -279,7 +290,9 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
                 rows = _read(facts, srel, load_statistic, stat, files=files, kind="table")
                 fact = weight_fact(rows or [], top_weight, rel, srel)
                 if fact and math.isfinite(fact["min"]) and math.isfinite(fact["max"]):
-                    facts.append(fact)
+                    row = next(r for r in rows if r["module"] == top_weight
+                               and r["attr"] == "weight")        # the row weight_fact took
+                    facts.append({**fact, "locations": at(srel, row["line"])})
                 break
     return facts
 
@@ -294,15 +307,18 @@ def _graph(case: Case, facts: list[dict], files: CaseFiles) -> Graph | None:
     rel = _rel(case, path)
     if not os.path.lexists(path):
         facts.append(_problem(rel, reason("file not found"), False,
-                              case.source("artifacts.fx_graph")))
+                              case.source("artifacts.fx_graph"),
+                              case_key(case, "artifacts.fx_graph")))
         return None
     loaded = _read(facts, rel, load_graph, path, files=files, kind="table")
     if loaded is None:
         return None
     graph, hints = loaded
     facts += [{"type": "deploy_branch_hint", "node": h["node"], "target": h["target"],
-               "source": f"{rel} line {h['line']}"} for h in hints[:20]]
-    facts.append({"type": "graph_loaded", "nodes": len(graph.nodes), "source": rel})
+               "source": f"{rel} line {h['line']}", "locations": at(rel, h["line"])}
+              for h in hints[:20]]
+    facts.append({"type": "graph_loaded", "nodes": len(graph.nodes), "source": rel,
+                  "locations": at(rel)})
     return graph
 
 
@@ -318,12 +334,14 @@ def _graph_origin_facts(compare, reading, graph, rel, crel, limits) -> list[dict
     if position is None:
         return []
     layer = names[position].strip()
+    line = int(frame["_line"].iat[position]) if "_line" in frame else None
     return [{"type": "layer_graph_origin", "analysis": rel, "layer": layer,
              "row": int(frame["_index"].iat[position]), "cosine": float(cos[position]),
              "agrees": position == reading.origin,
              "origin_layer": names[reading.origin].strip() if reading.origin is not None else "",
              "origin_row": int(frame["_index"].iat[reading.origin]) if reading.origin is not None else 0,
-             "source": f"{crel} row {int(frame['_index'].iat[position])}"}]
+             "source": f"{crel} row {int(frame['_index'].iat[position])}",
+             "locations": at(crel, line)}]
 
 
 def _model_check_facts(case: Case, files: CaseFiles) -> list[dict]:
@@ -336,7 +354,7 @@ def _model_check_facts(case: Case, files: CaseFiles) -> list[dict]:
         rel = _rel(case, path)
         if not os.path.lexists(path):
             facts.append(_problem(rel, reason("file not found"), False,
-                                  case.source("artifacts")))
+                                  case.source("artifacts"), case_key(case, "artifacts")))
             continue
         found = _read(facts, rel, check_model, path, files=files, kind="table") or []
         by_kind: dict[str, list[dict]] = {}
@@ -346,5 +364,6 @@ def _model_check_facts(case: Case, files: CaseFiles) -> list[dict]:
             facts.append({"type": "model_check", "kind": kind, "count": len(items),
                           "modules": ",".join(i["module"] for i in items[:8]),
                           "detail": items[0]["detail"][:160],
-                          "source": f"{rel} line {items[0]['line']}"})
+                          "source": f"{rel} line {items[0]['line']}",
+                          "locations": at(rel, items[0]["line"])})
     return facts

@@ -135,7 +135,8 @@ def _result(path: str, report: dict, settings: Settings) -> CaseResult:
         failed=[c["id"] for c in report["checklist"] if c["status"] == "fail"],
         exit=EXIT_FINDINGS if worse else EXIT_OK)
     if settings.fmt == "jsonl":
-        result.text = json.dumps(report, ensure_ascii=False) + "\n"
+        from .safe_text import json_text  # as --format json: controls escaped
+        result.text = json_text(json.dumps(report, ensure_ascii=False)) + "\n"
     elif settings.fmt:
         from .outputs import render_output
         result.text = render_output(report, settings.fmt, audit=settings.audit)
@@ -144,8 +145,9 @@ def _result(path: str, report: dict, settings: Settings) -> CaseResult:
 
 def error_line(result: CaseResult) -> str:
     """The --format jsonl line of a case that has no report."""
-    return json.dumps({"schema": ERROR_SCHEMA, "case": result.case, "error": result.error},
-                      ensure_ascii=False) + "\n"
+    from .safe_text import json_text
+    return json_text(json.dumps({"schema": ERROR_SCHEMA, "case": result.case,
+                                 "error": result.error}, ensure_ascii=False)) + "\n"
 
 
 def run_batch(cases: list[CaseInput], settings: Settings, jobs: int = 1,
@@ -221,8 +223,11 @@ def _start_worker() -> None:
 
 
 def _stop(signum=None, frame=None) -> None:
-    """Leave now, stopping this worker's engine worker (and removing its log) first."""
+    """Leave now, stopping this worker's engine worker (and removing its log) and removing
+    the bundle it has extracted first: os._exit runs no ``with`` block on the way out."""
+    from .bundle import remove_extracted
     from .engine_process import engine_process
+    remove_extracted()
     engine_process().close()
     os._exit(1)
 

@@ -27,12 +27,23 @@ _NO_ENV_HELP = ("ignore this machine (installed Horizon packages, board variable
                 "file in the working directory): for a case folder received from someone else")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors quote what was typed: shown through the one sanitiser
+    (an argument holding ESC would otherwise act on the terminal). Sub-commands' parsers
+    are of the same class."""
+
+    def error(self, message: str):
+        from .safe_text import visible
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {visible(message, lines=False)}\n")
+
+
 def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The command line. With ``argv`` naming a command, only that command is declared
     (all of them take a twentieth of a short run); with other ``argv``, the commands
     without their options (for --help and the errors); without ``argv``, everything
     (shell completion reads it all)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="qcdoctor",
         description="Diagnose J6 training-to-deployment consistency problems: which stage "
                     "broke, what to run next, which fix applies, what to keep for support.")
@@ -283,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _COMMANDS[args.command](args, parser)
     except QcdoctorError as exc:
-        print(f"qcdoctor: error: {exc.render()}", file=sys.stderr)
+        print(f"qcdoctor: error: {exc.render()}", file=sys.stderr)     # render: sanitised
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("qcdoctor: interrupted", file=sys.stderr)
@@ -294,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("QCDOCTOR_DEBUG"):
             raise
         from .errors import shorten
-        print(f"qcdoctor: internal error: {type(exc).__name__}: {shorten(exc)}\n"
+        from .safe_text import visible
+        print(f"qcdoctor: internal error: {type(exc).__name__}: {visible(shorten(exc))}\n"
               "  please report it with the case; QCDOCTOR_DEBUG=1 shows the traceback",
               file=sys.stderr)
         return EXIT_ERROR
@@ -303,9 +315,17 @@ def main(argv: list[str] | None = None) -> int:
 def entry(argv: list[str] | None = None) -> None:
     """The ``qcdoctor`` command: ``main``, then leave without tearing down every loaded
     module one by one (a noticeable share of a short run); output is flushed and the
-    exit handlers (which stop the engine worker) run first."""
+    exit handlers (which stop the engine worker) run first. SIGTERM and SIGHUP stop it as
+    Ctrl-C does, every temporary folder removed (``termination``)."""
+    from . import termination
+    termination.install()
     try:
         code = main(argv)
+        termination.finishing()
+    except termination.Terminated as exc:
+        termination.finishing()
+        print(f"qcdoctor: stopped by {exc.name}", file=sys.stderr)
+        code = exc.code
     except SystemExit as exc:       # argparse's usage errors, --help and --version
         code = exc.code
         if isinstance(code, str):
@@ -321,8 +341,9 @@ def entry(argv: list[str] | None = None) -> None:
 
 
 def _same_file(target: Path, inputs: list[Path]) -> bool:
-    """Whether ``target`` is one of ``inputs``: the same path once resolved, or a hard link."""
-    resolved = target.resolve()
+    """Whether ``target`` is one of ``inputs``: the same path once resolved, or a hard link
+    (or a descriptor, /dev/stdout, open on one)."""
+    resolved = os.path.realpath(target)         # never raises on a link loop
     try:
         info = os.stat(target)
         identity = (info.st_dev, info.st_ino)
@@ -331,7 +352,7 @@ def _same_file(target: Path, inputs: list[Path]) -> bool:
     for path in inputs:
         if not os.path.lexists(path):
             continue
-        if path.resolve() == resolved:
+        if os.path.realpath(path) == resolved:
             return True
         try:
             other = os.stat(path)
@@ -342,12 +363,27 @@ def _same_file(target: Path, inputs: list[Path]) -> bool:
     return False
 
 
+# error handlers that never fail, whatever the text and the encoding
+_NEVER_FAILING = ("backslashreplace", "replace", "xmlcharrefreplace", "namereplace", "ignore")
+
+
 def _tolerant_streams() -> None:
-    """Text that cannot be encoded (lone surrogates from undecodable file names, a terminal
-    that is not UTF-8) is printed escaped: output never fails on user text."""
+    """Text that cannot be encoded (lone surrogates from undecodable file names, a report's
+    arrows or Chinese under an ASCII locale such as ``PYTHONUTF8=0 LC_ALL=POSIX``) is
+    printed as backslash escapes: output never fails on what it says. A UTF-8 stream
+    keeps its handler unless it is strict (only lone surrogates can fail there, and
+    ``printable`` escapes those first)."""
+    import codecs
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+        errors = getattr(stream, "errors", None)
+        if reconfigure is None or errors in _NEVER_FAILING:
+            continue
+        try:
+            utf = codecs.lookup(getattr(stream, "encoding", None) or "ascii").name.startswith("utf")
+        except LookupError:
+            utf = False
+        if errors == "strict" or not utf:       # surrogateescape fails on a ✓ in ASCII
             try:
                 reconfigure(errors="backslashreplace")
             except (ValueError, OSError):       # a closed or detached stream
@@ -356,6 +392,8 @@ def _tolerant_streams() -> None:
 
 def printable(text: str) -> str:
     """``text`` with lone surrogates escaped, so it can be written as UTF-8."""
+    if text.isascii():
+        return text
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
@@ -364,19 +402,15 @@ def _emit(text: str, output: str | None, protected: list[Path]) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    from .atomic import write_text_atomic
     from .errors import QcdoctorError
-    target = Path(output)
-    if _same_file(target, protected):
+    from .output_file import output_target, write_output
+    # where it goes first: /dev/stdout, a FIFO or a symlink is no file to replace, and a
+    # device or kernel file is refused before it could be compared with the inputs
+    target = output_target(output)
+    if _same_file(Path(output), protected):
         raise QcdoctorError("refusing to overwrite an input of this run", file=output,
                             fix="write the report to another file")
-    if target.is_dir():
-        raise QcdoctorError("this is a folder", file=output,
-                            fix="give a file name for the report, e.g. report.md")
-    if not target.parent.exists() and str(target.parent) not in ("", "."):
-        raise QcdoctorError("the folder for the report does not exist", file=output,
-                            fix=f"create {target.parent} first")
-    write_text_atomic(target, text)
+    write_output(target, text)
 
 
 def _diagnose_and_emit(args, audit: bool) -> int:
@@ -495,7 +529,8 @@ def _cmd_intake(args, parser) -> int:
         lang = locale_language()
         if existing.is_file():
             from qcdoctor.collectors.case_file import load_case
-            lang = load_case(existing).get("language", lang)
+            lang = load_case(existing, tuple(Path(p) for p in args.allow_outside)).get(
+                "language", lang)
     intake = Intake(folder, prompter, lang=lang, strict=strict,
                     allow_outside=tuple(Path(p) for p in args.allow_outside))
     try:
@@ -619,15 +654,17 @@ def _cmd_collect(args, parser) -> int:
     from qcdoctor.collectors.case_facts import collect_facts
     from qcdoctor.collectors.case_file import load_case
 
-    case = load_case(args.case)
+    case = load_case(args.case, tuple(Path(p) for p in args.allow_outside))
     facts = collect_facts(case, trust_pickles=args.trust_pickles, use_env=not args.no_env,
                           files=_case_files(case.folder, args))
+    from .safe_text import json_text, visible
     if args.format == "json":
-        print(json.dumps(facts, ensure_ascii=False, indent=2))
+        print(json_text(json.dumps(facts, ensure_ascii=False, indent=2)))
         return EXIT_OK
     for fact in facts:
-        fields = ", ".join(f"{k}={v}" for k, v in fact.items() if k not in ("type", "source"))
-        print(f"{fact['type']}: {fields}  [{fact.get('source', '')}]")
+        fields = ", ".join(f"{k}={v}" for k, v in fact.items()
+                           if k not in ("type", "source", "locations"))
+        print(visible(f"{fact['type']}: {fields}  [{fact.get('source', '')}]", lines=False))
     return EXIT_OK
 
 

@@ -99,10 +99,13 @@ def _environment():
 
 
 def render_diff(diff: dict, fmt: str, lang: str) -> str:
+    """The diff as Markdown, HTML or JSON; text from the two reports (titles, layer and
+    file names) goes through the one sanitiser, as in a report."""
+    from .safe_text import json_text, visible
     if fmt == "json":
-        return json.dumps({**diff, "verdict_text": verdict_text(diff, lang)},
-                          ensure_ascii=False, indent=2) + "\n"
-    text = _environment().get_template("diff.md.j2").render(**view(diff, lang))
+        return json_text(json.dumps({**diff, "verdict_text": verdict_text(diff, lang)},
+                                    ensure_ascii=False, indent=2)) + "\n"
+    text = visible(_environment().get_template("diff.md.j2").render(**view(diff, lang)))
     if fmt == "md":
         return text
     import markdown  # only HTML output needs it
@@ -110,5 +113,5 @@ def render_diff(diff: dict, fmt: str, lang: str) -> str:
     from .templating import render_template
     body = markdown.markdown(text, extensions=["tables"])
     from .report import labels
-    return render_template("page.html.j2", autoescape=True, body=body,
-                           title=labels()[lang]["diff"]["title"], lang=lang)
+    return visible(render_template("page.html.j2", autoescape=True, body=body,
+                                   title=labels()[lang]["diff"]["title"], lang=lang))

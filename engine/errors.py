@@ -32,16 +32,19 @@ class QcdoctorError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
+        """The message as shown: every part made visible (a key of case.yaml may hold an
+        ESC sequence; engine/safe_text.py), the file and key on their line."""
+        from .safe_text import visible
         where = ""
         if self.file:
-            where = str(self.file)
+            where = visible(self.file, lines=False)
             if self.line:
                 where += f":{self.line}"
             where += ": "
-        key = f"'{self.key}': " if self.key else ""
-        text = f"{where}{key}{self.problem}"
+        key = f"'{visible(self.key, lines=False)}': " if self.key else ""
+        text = f"{where}{key}{visible(self.problem)}"
         if self.fix:
-            text += f"\n  fix: {self.fix}"
+            text += f"\n  fix: {visible(self.fix)}"
         return text
 
 

@@ -216,9 +216,10 @@ GATE_TYPE = "$gate"
 USUAL_TYPES = frozenset(("case", "consistency_history", "evidence_summary", "platform", "stage",
                          "stage_summary", "user_check", "user_checks_summary", "version",
                          "conclusion", "transition", "evidence"))
-# carried with a fact for the report, never sent to the engine
-PROVENANCE_KEYS = ("source", "note", "basis", "basis_drop", "basis_limit", "basis_decimals",
-                   "direction", "direction_from")
+# carried with a fact for the report, never sent to the engine; ``locations``: where it
+# was read, as data (engine/source_locations.py), for SARIF
+PROVENANCE_KEYS = ("source", "locations", "note", "basis", "basis_drop", "basis_limit",
+                   "basis_decimals", "direction", "direction_from")
 
 
 _SHADOWED = {k for schema in FACT_TYPES.values() for k in schema} & set(PROVENANCE_KEYS)

@@ -2,7 +2,10 @@
 
 One self-contained file: inline CSS, inline SVG plots, one small inline script (the copy
 buttons, which stay hidden without JavaScript), no network, system fonts. Every string
-from a case goes through Jinja's autoescaping (or ``message`` for rule messages).
+from a case goes through Jinja's autoescaping (or ``message`` for rule messages), and the
+page through ``visible`` (engine/safe_text.py): controls and bidi controls in text and
+attributes shown as U+FFFD. That is the same as doing it to every value, since escaping
+neither makes nor removes them and the template holds none.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from functools import lru_cache
 from markupsafe import Markup, escape
 
 from .report import audit_view, failed_first, view_model
+from .safe_text import visible
 from .templating import new_environment
 from .text import code_spans
 
@@ -65,4 +69,4 @@ def render_html(report: dict, audit: bool = False) -> str:
         checklist=failed_first(report["checklist"]), rules=_cited_rules(report, view["lang"]),
         **audit_view(report), copy_script=COPY_SCRIPT, V=L["view"],
         footer=L["view"]["generated_by"].format(version=__version__))
-    return _environment().get_template("report.html.j2").render(**view)
+    return visible(_environment().get_template("report.html.j2").render(**view))

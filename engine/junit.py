@@ -4,15 +4,18 @@ or pitfall; error severity is a failure, the others pass with their text as outp
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 
-# characters XML 1.0 cannot hold at all (user text may carry them): shown as U+FFFD
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+from .safe_text import visible
+
+# the characters XML 1.0 cannot hold besides those ``visible`` replaces
+_NOT_XML = str.maketrans({"\ufffe": "\ufffd", "\uffff": "\ufffd"})
 
 
 def _text(value) -> str:
-    return _NOT_XML.sub("\ufffd", str(value))
+    """User text as the XML holds it: made visible (controls, bidi controls as U+FFFD,
+    lone surrogates as escapes; engine/safe_text.py), then what XML cannot hold."""
+    return visible(value).translate(_NOT_XML)
 
 
 def junit_cases(report: dict) -> list[dict]:
@@ -48,7 +51,7 @@ def render_junit(report: dict, audit: bool = False) -> str:
     root = ET.Element("testsuites", {"name": "qcdoctor", **stats})
     suite = ET.SubElement(root, "testsuite", {"name": _text(name), **stats})
     for case in cases:
-        element = ET.SubElement(suite, "testcase", {"classname": case["classname"],
+        element = ET.SubElement(suite, "testcase", {"classname": _text(case["classname"]),
                                                     "name": _text(case["name"])})
         if case["outcome"] == "passed":
             if case["text"]:
@@ -56,7 +59,7 @@ def render_junit(report: dict, audit: bool = False) -> str:
             continue
         detail = ET.SubElement(element, case["outcome"], {"message": _text(case["message"])})
         if case["outcome"] == "failure":
-            detail.set("type", case["classname"])
+            detail.set("type", _text(case["classname"]))
         detail.text = _text(case["text"]) or None
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

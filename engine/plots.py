@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 
 from .fact_types import CHECKLIST_STATUSES
+from .safe_text import visible_data
 from .vocabulary import stage_label
 
 # status -> colour; every status is also told by a marker or a text mark, never colour alone
@@ -294,7 +295,10 @@ def report_plots(report: dict, L: dict, kinds: set[str] | None = None) -> list[P
     """Every plot the report's data supports, in reading order; only ``kinds`` when given
     (an audit page shows the checklist alone: the rest would be drawn for nothing)."""
     lang = report["language"]
-    series = report["series"]
+    # every text drawn is case text made visible (engine/safe_text.py): controls would
+    # reach the SVG, and matplotlib cannot lay out lone surrogates (undecodable names)
+    series = visible_data(report["series"])
+    checklist = visible_data(report["checklist"])
     drawings = []
     if any(s["value"] is not None for s in series["stages"]):
         drawings.append(("stages", partial(stage_chain, series, L, lang)))
@@ -304,8 +308,8 @@ def report_plots(report: dict, L: dict, kinds: set[str] | None = None) -> list[P
                  for i, t in enumerate(series["sensitivity"]) if t["ops"]]
     drawings += [("dumps", partial(dump_bars, p, i, L, lang))
                  for i, p in enumerate(series["dumps"]) if p["outputs"]]
-    if report["checklist"]:
-        drawings.append(("audit", partial(audit_matrix, report["checklist"], L)))
+    if checklist:
+        drawings.append(("audit", partial(audit_matrix, checklist, L)))
     return _drawn([draw for kind, draw in drawings if kinds is None or kind in kinds])
 
 

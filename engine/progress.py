@@ -23,7 +23,9 @@ class Progress:
         self._last = now
         share = done / total if total else 1.0
         bar = "#" * int(share * 30)
-        self.stream.write(f"\r{self.verb} {label[:40]:<40} [{bar:<30}] {share:6.1%}")
+        from .safe_text import one_line  # a file name's ESC would act on the terminal
+        shown = one_line(label)[:40]
+        self.stream.write(f"\r{self.verb} {shown:<40} [{bar:<30}] {share:6.1%}")
         if done >= total:
             self.stream.write("\n")
         self.stream.flush()

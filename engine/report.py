@@ -10,6 +10,7 @@ from qcdoctor.collectors.environment import THIS_MACHINE
 
 from .bundled import load_yaml
 from .fact_types import STAGES
+from .safe_text import json_text, one_line, visible
 from .templating import new_environment
 from .text import code_spans
 from .text import render as fill
@@ -51,14 +52,13 @@ def source_text(source: str, lang: str) -> str:
 def from_this_machine(fact: dict) -> bool:
     return str(fact.get("source", "")).startswith(THIS_MACHINE)
 
-# control characters (terminal escapes) and bidirectional overrides in case text would
-# act on the reader's terminal or reorder what is shown: they are shown as U+FFFD
-_HIDDEN = {c: "\ufffd" for c in [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
-                                  *range(0x2066, 0x206a)]}
 
-
-def _one_line(value) -> str:
-    return " ".join(str(value).split()).translate(_HIDDEN)
+# case text on one line, with what would act on the reader (terminal escapes, bidi
+# controls) shown harmlessly: the one policy of every output (engine/safe_text.py).
+# The filters below apply it to each value; a whole page goes through ``visible`` once
+# more when rendered (the templates' own text holds nothing it changes), so a value
+# shown without a filter is covered too.
+_one_line = one_line
 
 
 # Every string from a case reaches the reports through the filters below, so that no
@@ -300,7 +300,7 @@ def _markdown_environment():
 
 def render_markdown(report: dict) -> str:
     template = _markdown_environment().get_template("report.md.j2")
-    return template.render(**view_model(report))
+    return visible(template.render(**view_model(report)))
 
 
 DEPLOY_FINDING_PREFIXES = ("DP",)
@@ -325,11 +325,13 @@ def failed_first(checklist: list[dict]) -> list[dict]:
 def render_audit_markdown(report: dict) -> str:
     view = view_model(report)
     view.update(audit_view(report))
-    return _markdown_environment().get_template("audit.md.j2").render(**view)
+    return visible(_markdown_environment().get_template("audit.md.j2").render(**view))
 
 
 def render_json(report: dict) -> str:
-    return json.dumps(report, ensure_ascii=False, indent=2) + "\n"
+    """The Diagnosis as JSON: every string as it is, controls (by json) and bidi controls
+    (by ``json_text``) written as escapes."""
+    return json_text(json.dumps(report, ensure_ascii=False, indent=2)) + "\n"
 
 
 def render(report: dict, fmt: str, audit: bool = False) -> str:

@@ -1,6 +1,8 @@
 """The report as SARIF 2.1.0, for code-scanning dashboards: one result per failed or
 unknown checklist item, per pitfall and per finding at or above warning, located at the
-file and line its evidence carries (relative to the case folder, base id CASEROOT)."""
+files and lines its facts carry as data (``locations``, engine/source_locations.py:
+relative to the case folder, base id CASEROOT; never read back from provenance text).
+Every string is made visible (engine/safe_text.py): a viewer shows it as text."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from urllib.parse import quote
 
 from qcdoctor import __version__
 
-from .source_locations import locations
+from .safe_text import visible_data
+from .source_locations import fact_locations
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 CASE_ROOT = "CASEROOT"
@@ -30,49 +33,52 @@ def checklist_lines(item: dict, L: dict) -> list[str]:
     return lines
 
 
-def sarif_results(report: dict) -> list[dict]:
-    """(rule id, short description, level, message, sources) per reported item."""
+def sarif_results(report: dict) -> list[tuple]:
+    """(rule id, short description, level, message, locations) per reported item; the
+    locations are (file relative to the case folder, line or None)."""
     from .report import labels
     L = labels()[report["language"]]
-    sources_of = {}
+    facts_of: dict[str, list[dict]] = {}               # rule -> the facts its hits bound
+    checked: dict[tuple[str, str], list[dict]] = {}    # (rule, checklist item) -> same
     for step in report["trace"]:
-        sources_of.setdefault(step["rule"], []).extend(
-            f.get("source") for f in step["facts"] if f.get("source"))
+        facts_of.setdefault(step["rule"], []).extend(step["facts"])
+        item = (step.get("produced") or {}).get("checklist")
+        if isinstance(item, dict):
+            checked.setdefault((step["rule"], item.get("item")), []).extend(step["facts"])
     items = []
     for c in report["checklist"]:
         if c["status"] not in _CHECKLIST_LEVELS:
             continue
         text = [f"{c['title']}{L['colon']}{L['checklist_status'][c['status']]}",
                 *checklist_lines(c, L)]
-        sources = [s for e in c["evidence"] for s in e.get("sources", [])]
+        rules = dict.fromkeys(e["rule"] for e in c["evidence"])
+        places = fact_locations(f for rule in rules for f in checked.get((rule, c["id"]), []))
         items.append((f"checklist/{c['id']}", c["title"], _CHECKLIST_LEVELS[c["status"]],
-                      "\n".join(text), sources or ["case.yaml"]))
+                      "\n".join(text), places or [("case.yaml", None)]))
     for p in report["pitfalls"]:
         text = f"{p['text']}\n{L['correct_practice']}{L['colon']}{p['correct_practice']}"
         items.append((p["rule"], p["id"], _LEVELS[p.get("severity") or "warning"], text,
-                      sources_of.get(p["rule"], [])))
+                      fact_locations(facts_of.get(p["rule"], []))))
     for f in report["findings"]:
         if f["severity"] == "info":
             continue
-        sources = [fact.get("source") for fact in f.get("evidence", {}).values()
-                   if isinstance(fact, dict)]
+        places = fact_locations(f.get("evidence", {}).values())
         items.append((f["rule"], f["title"], _LEVELS[f["severity"]],
                       f"{f['title']}{L['colon']}{f['text']}",
-                      sources or sources_of.get(f["rule"], [])))
+                      places or fact_locations(facts_of.get(f["rule"], []))))
     return items
 
 
 def sarif_log(report: dict, audit: bool = False) -> dict:
     rules: dict[str, dict] = {}
     results = []
-    for rule_id, title, level, text, sources in sarif_results(report):
+    for rule_id, title, level, text, places in sarif_results(report):
         if rule_id not in rules:
             rules[rule_id] = {"id": rule_id, "shortDescription": {"text": title}}
         result = {"ruleId": rule_id, "ruleIndex": list(rules).index(rule_id), "level": level,
                   "message": {"text": text}}
-        places = [_location(file, line) for file, line in locations(sources)]
         if places:
-            result["locations"] = places
+            result["locations"] = [_location(file, line) for file, line in places]
         results.append(result)
     conclusion = report["conclusion"]
     run = {"tool": {"driver": {"name": "qcdoctor", "version": __version__,
@@ -86,14 +92,14 @@ def sarif_log(report: dict, audit: bool = False) -> dict:
     folder = Path(report["case"]["path"])
     if folder.is_dir():
         run["originalUriBaseIds"] = {CASE_ROOT: {"uri": folder.resolve().as_uri() + "/"}}
-    return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
+    return visible_data({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]})
 
 
 def _location(file: str, line: int | None) -> dict:
-    if Path(file).is_absolute():         # an artefact opened with --allow-outside
-        artifact = {"uri": Path(file).as_uri()}
-    else:
-        artifact = {"uri": quote(file), "uriBaseId": CASE_ROOT}
+    """A file relative to the case folder (never absolute, never out of it: see
+    engine/source_locations.py), percent-encoded: ``;``, spaces and ``#`` stay part of
+    the name; a byte that is not UTF-8 (a lone surrogate) is encoded as that byte."""
+    artifact = {"uri": quote(file, errors="surrogateescape"), "uriBaseId": CASE_ROOT}
     physical = {"artifactLocation": artifact}
     if line:
         physical["region"] = {"startLine": line}

@@ -3,7 +3,8 @@ statuses coloured and always written out (colour is never the only sign).
 
 Built from the Diagnosis like the Markdown and HTML reports. Case text reaches rich only
 as ``Text`` (never as console markup, so ``[bold]`` in a layer name is shown as typed),
-with control characters and bidirectional overrides shown as U+FFFD.
+made visible first (engine/safe_text.py: control characters and bidirectional controls
+as U+FFFD), code included. The width is the terminal's, clamped (engine/termtext.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import io
 import re
 
-from .report import _HIDDEN, audit_view, failed_first, view_model
+from .report import audit_view, failed_first, view_model
+from .safe_text import visible
+from .termtext import clamp_width, terminal_width
 from .text import code_spans
 
 STYLES = {"fail": "bold white on red", "abnormal": "bold white on red", "error": "bold red",
@@ -23,8 +26,8 @@ DIM = "dim"
 
 
 def _shown(value) -> str:
-    """One line, control characters and bidi overrides as U+FFFD (spaces at the ends kept)."""
-    return re.sub(r"\s+", " ", str(value)).translate(_HIDDEN)
+    """One line, made visible (spaces at the ends kept)."""
+    return visible(re.sub(r"\s+", " ", str(value)))
 
 
 def _text(value, style: str = ""):
@@ -63,8 +66,7 @@ def _sources(view: dict, values: list[str]):
 
 def _code(code: str):
     from rich.syntax import Syntax
-    lines = "\n".join(line.translate({c: "\ufffd" for c in range(0x20) if c != 9})
-                      for line in code.rstrip("\n").split("\n"))
+    lines = visible(code.rstrip("\n"))
     return Syntax(lines, "python", theme="ansi_dark", word_wrap=True, background_color="default")
 
 
@@ -218,8 +220,10 @@ def _audit_parts(view: dict) -> list:
 
 def render_terminal(report: dict, *, audit: bool = False, color: bool = True,
                     width: int | None = None) -> str:
-    """The report as the terminal shows it: ANSI styles when ``color``, else plain text."""
+    """The report as the terminal shows it: ANSI styles when ``color``, else plain text;
+    ``width`` (by default the terminal's) is clamped to what a terminal can show."""
     from rich.console import Console, Group
+    width = terminal_width() if width is None else clamp_width(width)
     view = view_model(report)
     L = view["L"]
     title = L["audit_title"] if audit else L["title"]

@@ -17,8 +17,25 @@ def display_width(text: str) -> int:
                else 1 for c in text)
 
 
+# the widths text is laid out for: COLUMNS or a terminal beyond these (COLUMNS=999999999
+# would have every line padded to a gigabyte) are taken as the nearest
+MIN_WIDTH, MAX_WIDTH = 20, 512
+
+
+def clamp_width(columns, default: int = 80) -> int:
+    """``columns`` within MIN_WIDTH..MAX_WIDTH; ``default`` when it is no number."""
+    try:
+        columns = int(columns)
+    except (TypeError, ValueError, OverflowError):
+        columns = default
+    return min(MAX_WIDTH, max(MIN_WIDTH, columns))
+
+
 def terminal_width(default: int = 80) -> int:
-    return max(20, shutil.get_terminal_size((default, 24)).columns)
+    """The width to lay text out for, the one place every width is read: COLUMNS when it
+    is a positive number (0, -5 or abc are ignored, as shutil does), else the terminal's,
+    else ``default``; clamped to MIN_WIDTH..MAX_WIDTH."""
+    return clamp_width(shutil.get_terminal_size((default, 24)).columns)
 
 
 def wrap(text: str, width: int) -> list[str]:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import quote, unquote, urlsplit
 
 import jsonschema
 import pytest
@@ -134,7 +136,8 @@ def test_junit_holds_any_user_text(reports):
     suite = next(iter(xml))
     assert suite.name == "qcdoctor triage: odd\ufffd<case> & ]]>"
     case = next(c for c in suite if c.name.startswith(report["findings"][0]["rule"] + ":"))
-    assert case.result[0].text == "bad\ufffd[31m <b>tag</b> & \ufffd end"
+    # a lone surrogate is shown as its escape, as in every output (engine/safe_text.py)
+    assert case.result[0].text == "bad\ufffd[31m <b>tag</b> & \\ud800 end"
 
 
 def test_batch_writes_ci_formats_per_case(tmp_path, sarif_validator, capsys):
@@ -150,3 +153,86 @@ def test_batch_writes_ci_formats_per_case(tmp_path, sarif_validator, capsys):
     assert main(["triage", str(tmp_path / "cases"), "-r", "-j", "1", "--no-env",
                  "--format", "junit", "-o", str(tmp_path / "junit")]) == 0
     assert JUnitXml.fromfile(str(tmp_path / "junit" / "wide_gap" / "report.xml"))
+
+
+def _case_with_script(tmp_path: Path, script: str) -> Path:
+    """board_nv12_deploy with its compile script at ``script`` (case.yaml says so)."""
+    with example_path("board_nv12_deploy") as source:
+        shutil.copytree(source, tmp_path / "case")
+    case = tmp_path / "case"
+    if not script.startswith("../"):
+        (case / script).parent.mkdir(parents=True, exist_ok=True)
+    (case / "deploy" / "compile_model.py").rename(case / script)
+    text = (case / "case.yaml").read_text(encoding="utf-8")
+    (case / "case.yaml").write_text(text.replace("script: deploy/compile_model.py",
+                                                 f"script: {json.dumps(script)}"),
+                                    encoding="utf-8")
+    return case
+
+
+def _sarif_of(case: Path, *extra: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "qcdoctor", "audit", str(case), "--format",
+                           "sarif", "--no-env", "--lang", "en", *extra], cwd=case.parent,
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    return json.loads(done.stdout)
+
+
+def _places(log: dict) -> list[dict]:
+    return [place["physicalLocation"] for result in log["runs"][0]["results"]
+            for place in result.get("locations", [])]
+
+
+@pytest.mark.parametrize("script", ["deploy/x;/etc/passwd.py", "deploy/my script.py",
+                                    "deploy/#1 100% line 3.py"])
+def test_sarif_locations_are_data_never_parsed_from_text(tmp_path, sarif_validator, script):
+    """A script's name is carried as it is: no ';' splits it, no space cuts it, it never
+    becomes absolute; every location is relative to the case root and within it."""
+    case = _case_with_script(tmp_path, script)
+    log = _sarif_of(case)
+    assert not list(sarif_validator.iter_errors(log))
+    places = _places(log)
+    for physical in places:
+        artifact = physical["artifactLocation"]
+        assert artifact["uriBaseId"] == "CASEROOT" and urlsplit(artifact["uri"]).scheme == ""
+        assert not artifact["uri"].startswith("/") and ".." not in artifact["uri"].split("/")
+        assert (case / unquote(artifact["uri"])).is_file(), artifact
+    by_uri: dict[str, set] = {}
+    for physical in places:
+        by_uri.setdefault(physical["artifactLocation"]["uri"], set()).add(
+            physical.get("region", {}).get("startLine"))
+    assert set(by_uri) == {"case.yaml", quote(script)}
+    # the script's own lines: the inserted pre-processing (17), the qdq removal (29)
+    assert by_uri[quote(script)] == {None, 17, 29}
+    assert "file://" not in json.dumps(log["runs"][0]["results"])
+
+
+def test_sarif_never_locates_a_file_outside_the_case(tmp_path, sarif_validator):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    case = _case_with_script(tmp_path, "../outside/compile_model.py")
+    for allowed in (True, False):
+        log = _sarif_of(case, *(["--allow-outside", str(outside)] if allowed else []))
+        assert not list(sarif_validator.iter_errors(log))
+        assert {p["artifactLocation"]["uri"] for p in _places(log)} == {"case.yaml"}
+        results = json.dumps(log["runs"][0]["results"])
+        assert "file://" not in results
+        # read when allowed (its findings are there, without a place outside the case),
+        # else refused: the refusal is located at the case file that named it
+        assert ("DP054" in results) == allowed and ("LY095" in results) != allowed
+
+
+def test_sarif_reads_no_location_from_provenance_text(reports):
+    report = copy.deepcopy(reports["board_nv12_deploy", True])
+    for finding in report["findings"]:
+        for fact in finding["evidence"].values():
+            fact["source"] = "x;/etc/passwd.py line 1"
+            fact.pop("locations", None)
+    for step in report["trace"]:
+        for fact in step["facts"]:
+            fact["source"] = "/etc/passwd.py line 1"
+            fact.pop("locations", None)
+    text = render_sarif(report, audit=True)
+    assert "passwd" not in text
+    uris = {p["artifactLocation"]["uri"] for p in _places(json.loads(text))}
+    assert uris == {"case.yaml"}                     # the checklist's default place only
