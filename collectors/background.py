@@ -38,7 +38,7 @@ class Reading:
         from .case_file import load_case
         from .files import CaseFiles
         from .threshold_settings import resolve
-        case = load_case(self._where)
+        case = load_case(self._where, self._allow_outside)
         files = CaseFiles(case.folder, self._allow_outside)
         resolved = resolve(case, self._options.get("use_env", True))
         collected = collect_case(case, files=files, thresholds=resolved[0], **self._options)

@@ -90,24 +90,32 @@ CASE_SCHEMA = Mapping({
 })
 
 
-def resolve_case_path(path: str | Path) -> tuple[Path, Path]:
-    """A case is a folder holding case.yaml, or the case.yaml itself."""
+def resolve_case_path(path: str | Path, allow_outside: tuple = ()) -> tuple[Path, Path]:
+    """A case is a folder holding case.yaml, or the case.yaml itself: (folder, file). The
+    file passes the case folder's gate, as every artifact does: a symlink in the folder
+    that leads out of it (to a folder not in ``allow_outside``) is refused, never read."""
     path = Path(path)
     if path.is_dir():
-        file = path / CASE_FILE
+        folder, file = path, path / CASE_FILE
         if not file.is_file():
             raise QcdoctorError(f"no {CASE_FILE} in this folder", file=str(path),
                                 fix=f"create {file} (see 'qcdoctor triage --example convert_j6e_no_retrain' "
                                     "for a model, or run 'qcdoctor intake')")
-        return path, file
-    if path.is_file():
-        return path.parent, path
-    raise QcdoctorError("no such case folder or file", file=str(path),
-                        fix="give a folder with case.yaml, or the path of a case.yaml")
+    elif path.is_file():
+        folder, file = path.parent, path
+    else:
+        raise QcdoctorError("no such case folder or file", file=str(path),
+                            fix="give a folder with case.yaml, or the path of a case.yaml")
+    from .files import CaseFiles
+    if not CaseFiles(folder, tuple(map(Path, allow_outside))).inside(file):
+        raise QcdoctorError(f"refused: {file.name} is a symlink leading out of the case folder; "
+                            "it is not read", file=str(file),
+                            fix="replace the link with a copy of the file it points to")
+    return folder, file
 
 
-def load_case(path: str | Path) -> Case:
-    folder, file = resolve_case_path(path)
+def load_case(path: str | Path, allow_outside: tuple = ()) -> Case:
+    folder, file = resolve_case_path(path, allow_outside)
     try:
         size = file.stat().st_size
         if size > limits.CASE_FILE_BYTES:

@@ -21,6 +21,8 @@ import numpy as np
 
 from qcdoctor.engine.errors import QcdoctorError
 
+from .bounded_data import DataRefused, load_json
+from .files import SIZE_CAPS, MiB
 from .pt_files import load_pt
 from .reasons import reason
 
@@ -79,19 +81,92 @@ class Dump:
 def _sidecar(path: Path, guard: Guard | None = None) -> dict:
     for candidate in (path.with_name(path.name + ".json"), path.with_suffix(".json")):
         if candidate.is_file() or (guard is not None and os.path.lexists(candidate)):
+            readable = guard(candidate, "sidecar") if guard else candidate
             try:
-                readable = guard(candidate, "sidecar") if guard else candidate
-                data = json.loads(readable.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as exc:
+                data = load_json(_read_sidecar(readable, candidate))
+            except (OSError, UnicodeDecodeError) as exc:
                 raise QcdoctorError(reason("unreadable sidecar: {error}", error=exc),
                                     file=str(candidate),
                                     fix=reason('write {{"dtype": "float32", "shape": '
                                                '[1, 3, 8, 8]}}')) from None
+            except DataRefused as exc:
+                raise QcdoctorError(exc.problem, file=str(candidate), line=exc.line,
+                                    fix=exc.fix) from None
             if not isinstance(data, dict):
                 raise QcdoctorError(reason("a sidecar holds one JSON object"),
                                     file=str(candidate))
-            return data
+            return _checked_meta(data, candidate)
     return {}
+
+
+def _read_sidecar(path: Path, shown: Path) -> str:
+    """The text of a sidecar, never more than its cap (``compare`` reads them unguarded)."""
+    cap = SIZE_CAPS["sidecar"]
+    with open(path, "rb") as handle:
+        data = handle.read(cap + 1)
+    if len(data) > cap:
+        raise QcdoctorError(reason("refused: {size} bytes, more than the {cap} MiB read for a "
+                                   "{kind} file", size=os.stat(path).st_size, cap=cap // MiB,
+                                   kind="sidecar"), file=str(shown),
+                            fix=reason("send the file this run needs, not a larger one"))
+    return data.decode("utf-8")
+
+
+_MAX_DIMS = 32
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
+
+
+def _checked_meta(meta: dict, file: Path) -> dict:
+    """The sidecar's fields, each of the kind it must be: a QcdoctorError naming the first
+    that is not (a sidecar is someone else's file: any JSON can be in it)."""
+    shape, dtype, scale = meta.get("shape"), meta.get("dtype"), meta.get("scale")
+    zero_point, axis = meta.get("zero_point"), meta.get("axis")
+    checks = (
+        ("shape", shape is None or (isinstance(shape, list) and len(shape) <= _MAX_DIMS and all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)),
+         lambda found: reason("'shape' must be a list of sizes (whole numbers, 0 or more), "
+                              "found {found}", found=found)),
+        ("dtype", dtype is None or isinstance(dtype, str),
+         lambda found: reason("'dtype' must be a dtype name such as float32, found {found}",
+                              found=found)),
+        ("scale", scale is None or _is_number(scale) or (
+            isinstance(scale, list) and scale and all(map(_is_number, scale))),
+         lambda found: reason("'scale' must be a number or a list of numbers, found {found}",
+                              found=found)),
+        ("zero_point", zero_point is None or _is_number(zero_point),
+         lambda found: reason("'zero_point' must be a number, found {found}", found=found)),
+        ("axis", axis is None or (isinstance(axis, int) and not isinstance(axis, bool)),
+         lambda found: reason("'axis' must be a whole number, found {found}", found=found)),
+    )
+    for key, ok, problem in checks:
+        if not ok:
+            raise QcdoctorError(problem(_shown(meta[key])), file=str(file),
+                                fix=reason('write {{"dtype": "float32", "shape": '
+                                           '[1, 3, 8, 8]}}'))
+    return meta
+
+
+def _channel_axis(meta: dict, shape: tuple, path: Path) -> int | None:
+    """The axis per-channel scales run along, checked against the shape."""
+    scale, axis = meta.get("scale"), meta.get("axis")
+    if not isinstance(scale, list) or len(scale) < 2:
+        return None                     # one scale for all: no axis to run along
+    if axis is None or not -len(shape) <= axis < len(shape) or shape[axis] != len(scale):
+        raise QcdoctorError(reason("{count} scales need an 'axis' of the shape {shape} with as "
+                                   "many channels", count=len(scale), shape=list(shape)),
+                            file=str(path),
+                            fix=reason('write e.g. {{"shape": [1, 3, 8, 8], "axis": 1, '
+                                       '"scale": [0.1, 0.2, 0.3]}}'))
+    return axis % len(shape)
+
+
+def _shown(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False,
@@ -151,6 +226,9 @@ def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False,
         except TypeError:
             raise QcdoctorError(reason("unknown dtype {kind!r}", kind=kind),
                                 file=str(path)) from None
+        if np_dtype.kind not in "iuf":      # raw bytes are numbers: never objects, text, ...
+            raise QcdoctorError(reason("unknown dtype {kind!r}", kind=kind), file=str(path),
+                                fix=reason("give the right dtype in a sidecar <file>.json"))
         if path.stat().st_size % np_dtype.itemsize:
             raise QcdoctorError(reason("size {size} is not a multiple of {kind}'s {itemsize} "
                                        "bytes", size=path.stat().st_size, kind=kind,
@@ -159,14 +237,15 @@ def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False,
         raw = (np_dtype, 0, path.stat().st_size // np_dtype.itemsize)
     size = raw[2] if raw else array.size
     shape = tuple(meta.get("shape") or (array.shape if array is not None else (size,)))
-    if int(np.prod(shape)) != size:
+    if math.prod(shape) != size:
         raise QcdoctorError(reason("shape {shape} does not hold {size} values",
                                    shape=list(shape), size=size), file=str(path),
                             fix=reason("correct the shape in the sidecar"))
     scale = meta.get("scale")
+    axis = _channel_axis(meta, shape, path)
     if isinstance(scale, list):
         scale = np.asarray(scale, dtype=np.float32)
-    dump = Dump(path, array, shape, scale, float(meta.get("zero_point", 0.0)), meta.get("axis"))
+    dump = Dump(path, array, shape, scale, float(meta.get("zero_point") or 0.0), axis)
     if raw:
         dump.dtype, dump.offset, dump.count = raw
     return dump

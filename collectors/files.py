@@ -118,7 +118,11 @@ class CaseFiles:
         return self.read_bytes(path, kind, source).decode("utf-8", errors=errors)
 
     def problem_facts(self) -> list[dict]:
-        return [self.refused[name] for name in sorted(self.refused)]
+        """What was refused, and the case folder's own settings files (qcdoctor.toml,
+        pyproject.toml, read by ``threshold_settings``) that could not be used."""
+        from .threshold_settings import settings_problems
+        found = {**{p["file"]: p for p in settings_problems(self.folder)}, **self.refused}
+        return [found[name] for name in sorted(found)]
 
 
 def walk(folder: Path, max_depth: int | None = None):

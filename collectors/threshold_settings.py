@@ -5,11 +5,17 @@ nearest ``qcdoctor.toml`` (its ``[thresholds]`` table) or ``pyproject.toml`` (it
 ``[tool.qcdoctor.thresholds]`` table) found from the case folder upwards (up to the
 folder that holds ``.git``, or the filesystem root), then the defaults. With ``--no-env``
 only the case folder itself is searched: the folders above it belong to this machine.
+
+A settings file in the case folder came with the case: when it cannot be used (not valid
+TOML, nested past the limits, a bad value) it is skipped as if absent and reported as an
+artifact_problem (``settings_problems``), never stopping the triage. One above the case
+folder is this machine's own: its problems are an error to fix there.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import fields, replace
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +23,8 @@ from pathlib import Path
 from qcdoctor.engine.errors import QcdoctorError
 
 from . import limits
+from .bounded_data import DataRefused, load_toml
+from .reasons import Reason, artifact_problem, reason, with_fix, zh
 from .thresholds import DEFAULT, Thresholds
 
 # (minimum, maximum) of each threshold; top_n is a count
@@ -57,15 +65,23 @@ def resolve(case, use_env: bool = True) -> tuple[Thresholds, dict[str, str]]:
 
 
 def find_config(folder: Path | None, use_env: bool) -> tuple[Path, dict] | None:
-    """The nearest config file with a thresholds table: (path, checked table)."""
+    """The nearest config file with a usable thresholds table: (path, checked table). One
+    in the case folder that cannot be used is passed over (``settings_problems``)."""
     if folder is None:
         return None
     here = Path(folder).resolve()
     for place in [here, *here.parents] if use_env else [here]:
         for name, keys, marker in CONFIG_FILES:
             path = place / name
+            if place == here and not own_file(path, here):
+                continue                # a link out of the case: settings_problems says so
             if path.is_file():
-                table = _table(path, keys, marker)
+                try:
+                    table = _table(path, keys, marker)
+                except QcdoctorError:
+                    if place == here:
+                        continue        # the case's own: an artifact_problem, not a stop
+                    raise
                 if table is not None:
                     return path, table
         if (place / ".git").exists():
@@ -73,12 +89,70 @@ def find_config(folder: Path | None, use_env: bool) -> tuple[Path, dict] | None:
     return None
 
 
-def _toml():
-    try:
-        import tomllib
-    except ModuleNotFoundError:         # Python 3.10
-        import tomli as tomllib
-    return tomllib
+def own_file(path: Path, folder: Path) -> bool:
+    """Whether ``path`` in the case ``folder`` (resolved) is absent or stays inside it: a
+    settings file linked from elsewhere is not the case's, as for any artefact."""
+    if not os.path.islink(path):
+        return True
+    target = Path(os.path.realpath(path))
+    return target.is_relative_to(folder)
+
+
+def case_settings_files(folder: Path) -> list[str]:
+    """The names of the settings files of the case ``folder`` itself that a triage reads
+    (its own regular files; a pyproject.toml only where it names qcdoctor)."""
+    here = Path(folder).resolve()
+    names = []
+    for name, _, marker in CONFIG_FILES:
+        path = here / name
+        if not own_file(path, here) or not path.is_file():
+            continue
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(limits.CASE_FILE_BYTES + 1)
+        except OSError:
+            continue
+        if marker is None or marker in head:
+            names.append(name)
+    return names
+
+
+def settings_problems(folder: Path | None) -> list[dict]:
+    """An artifact_problem fact for each settings file of the case folder itself that
+    cannot be used (``find_config`` passes over them)."""
+    if folder is None:
+        return []
+    here = Path(folder).resolve()
+    found = []
+    for name, keys, marker in CONFIG_FILES:
+        path = here / name
+        if not own_file(path, here):
+            found.append(artifact_problem(name, reason(
+                "refused: it lies outside the case folder"), False,
+                name))
+            continue
+        if not path.is_file():
+            continue
+        try:
+            _table(path, keys, marker)
+        except QcdoctorError as exc:
+            found.append(artifact_problem(name, with_fix(_placed(exc), exc.fix), False, name))
+    return found
+
+
+def _placed(exc: QcdoctorError) -> Reason:
+    """The error's problem after its line and key, in both languages (the fact names the
+    file)."""
+    def place(problem: str, chinese: bool) -> str:
+        # each template filled once per language, with that language's problem
+        if exc.key:
+            problem = reason("'{key}': {problem}", key=exc.key, problem=problem)
+            problem = zh(problem) if chinese else str(problem)
+        if exc.line:
+            problem = reason("line {line}: {problem}", line=exc.line, problem=problem)
+            problem = zh(problem) if chinese else str(problem)
+        return problem
+    return Reason(place(str(exc.problem), False), place(zh(exc.problem), True))
 
 
 @lru_cache(maxsize=32)
@@ -89,30 +163,31 @@ def _parsed(path: str, mtime_ns: int, size: int, marker: bytes | None) -> dict |
     data = Path(path).read_bytes()
     if marker is not None and marker not in data:
         return None
-    return _toml().loads(data.decode("utf-8"))
+    return load_toml(data.decode("utf-8"))
 
 
 def _table(path: Path, keys: tuple[str, ...], marker: bytes | None) -> dict | None:
     try:
         info = path.stat()
         if info.st_size > limits.CASE_FILE_BYTES:
-            raise QcdoctorError(f"larger than the {limits.size_text(limits.CASE_FILE_BYTES)} "
-                                "limit for a settings file", file=str(path),
-                                fix="keep only the settings in it")
+            raise QcdoctorError(reason("larger than the {limit} limit for a settings file",
+                                       limit=limits.size_text(limits.CASE_FILE_BYTES)),
+                                file=str(path), fix=reason("keep only the settings in it"))
         data = _parsed(str(path), info.st_mtime_ns, info.st_size, marker)
     except (OSError, UnicodeDecodeError) as exc:
-        raise QcdoctorError(f"cannot read it: {exc}", file=str(path)) from None
-    except ValueError as exc:           # TOMLDecodeError (tomllib loads only when parsing)
-        raise QcdoctorError(f"not valid TOML: {exc}", file=str(path),
-                            fix="check the line it names") from None
+        raise QcdoctorError(reason("cannot read it: {error}", error=exc), file=str(path)) \
+            from None
+    except DataRefused as exc:          # not valid TOML, or past the limits
+        raise QcdoctorError(exc.problem, file=str(path), line=exc.line, fix=exc.fix) from None
     for key in keys:
         if not isinstance(data, dict) or key not in data:
             return None
         data = data[key]
     where = ".".join(keys)
     if not isinstance(data, dict):
-        raise QcdoctorError("expected a table", file=str(path), key=where,
-                            fix=f"write it as [{where}] with name = value lines")
+        raise QcdoctorError(reason("expected a table"), file=str(path), key=where,
+                            fix=reason("write it as [{where}] with name = value lines",
+                                       where=where))
     return {name: _checked(path, f"{where}.{name}", name, value) for name, value in data.items()}
 
 
@@ -120,18 +195,23 @@ def _checked(path: Path, key: str, name: str, value):
     if name not in BOUNDS:
         import difflib  # only to word an error: not imported otherwise
         close = difflib.get_close_matches(name, list(BOUNDS), n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        raise QcdoctorError("unknown key", file=str(path), key=key,
-                            fix=f"{hint}allowed here: {', '.join(BOUNDS)}")
+        names = ", ".join(BOUNDS)
+        raise QcdoctorError(reason("unknown key"), file=str(path), key=key,
+                            fix=reason("did you mean '{close}'? allowed here: {names}",
+                                       close=close[0], names=names) if close else
+                            reason("allowed here: {names}", names=names))
     integer = name in INTEGER
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) \
-            or not math.isfinite(value):
-        raise QcdoctorError(f"expected {'a whole number' if integer else 'a number'}, "
-                            f"found {value!r}", file=str(path), key=key,
-                            fix=f"e.g. {name} = {getattr(DEFAULT, name)}")
+            or (isinstance(value, float) and not math.isfinite(value)):
+        found = (reason("expected a whole number, found {value!r}", value=value) if integer
+                 else reason("expected a number, found {value!r}", value=value))
+        raise QcdoctorError(found, file=str(path), key=key,
+                            fix=reason("e.g. {name} = {default}", name=name,
+                                       default=getattr(DEFAULT, name)))
     low, high = BOUNDS[name]
     if value < low or (high is not None and value > high):
-        span = f"from {low} to {high}" if high is not None else f"from {low} up"
-        raise QcdoctorError(f"{value} is out of range", file=str(path), key=key,
-                            fix=f"use a value {span}")
+        raise QcdoctorError(reason("{value} is out of range", value=value), file=str(path),
+                            key=key,
+                            fix=reason("use a value from {low} to {high}", low=low, high=high)
+                            if high is not None else reason("use a value from {low} up", low=low))
     return value

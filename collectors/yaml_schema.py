@@ -101,6 +101,16 @@ class Flag(Spec):
                  "write true or false, or leave the key out when unknown")
 
 
+def fits_float(value) -> bool:
+    """Whether a number converts to a float (every value read as a number is compared
+    with, or computed on as, floats: an integer of 309 digits or more is not one)."""
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 @dataclass
 class Number(Spec):
     minimum: float | None = None
@@ -125,6 +135,10 @@ class Number(Spec):
             ctx.fail(node, key, f"expected a {self.doc}, found {raw!r}",
                      "write a plain number such as 0.449" if not self.integer else
                      "write a whole number")
+        if not fits_float(value):           # an integer of hundreds of digits
+            ctx.fail(node, key, f"{raw!r} is too large a number ({len(raw.strip()):,} "
+                                "characters)",
+                     "write the measured value; leave the key out when unknown")
         if not math.isfinite(value):
             ctx.fail(node, key, f"{raw!r} is not a finite number",
                      "write the measured value; leave the key out when unknown")
@@ -173,6 +187,7 @@ class Mapping(Spec):
     values: Spec | None = None          # free keys, all of this spec
     one_of: bool = False                # at most one key may be given
     doc: str = "mapping"
+    required: tuple = ()                # keys that must be given, not null
 
     def read(self, node, key, ctx):
         if not isinstance(node, yaml.MappingNode):
@@ -201,6 +216,10 @@ class Mapping(Spec):
         if self.one_of and len(out) > 1:
             ctx.fail(node, key, f"give only one of {', '.join(self.fields)}",
                      f"keep one of {', '.join(out)}")
+        for name in self.required:
+            if name not in out:
+                ctx.fail(node, key, f"'{name}' is missing here",
+                         f"give {name} under {key}" if key else f"give {name}")
         return out
 
 

@@ -8,11 +8,13 @@ half-written or invalid file, and nothing the user wrote is lost.
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from qcdoctor.collectors import limits
 from qcdoctor.collectors.case_file import CASE_FILE, SCHEMA_ID, parse_case
 
 from .atomic import write_text_atomic
@@ -34,8 +36,20 @@ class CaseDocument:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.path = self.folder / CASE_FILE
+        if os.path.islink(self.path):
+            # it is rewritten by replacing it: the link would become a file, and one leading
+            # out of the folder would have been read as this case's
+            raise QcdoctorError("case.yaml is a symlink: the intake edits only a case.yaml of "
+                                "the folder's own", file=str(self.path),
+                                fix="replace the link with a copy of the file it points to")
         self.existed = self.path.is_file()
         if self.existed:
+            size = self.path.stat().st_size
+            if size > limits.CASE_FILE_BYTES:
+                raise QcdoctorError(f"{size:,} bytes: larger than the "
+                                    f"{limits.size_text(limits.CASE_FILE_BYTES)} limit for "
+                                    f"{CASE_FILE}", file=str(self.path),
+                                    fix="keep only the keys qcdoctor reads")
             text = self.path.read_text(encoding="utf-8")
             parse_case(text, self.path, self.folder)        # refuse a broken file as it is
             try:

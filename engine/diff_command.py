@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .errors import QcdoctorError
 
+# a report of a real case is a few MiB at most; JSON takes several times its size to read
+MAX_REPORT_BYTES = 64 << 20
 _SIDE_FIX = ("give a JSON report (qcdoctor triage CASE --format json -o report.json), a "
              "case folder or a support bundle")
 
@@ -24,11 +25,25 @@ def load_side(given: str, args) -> dict:
 
 
 def _read_report(path: Path) -> dict:
+    from qcdoctor.collectors.bounded_data import DataRefused, load_json
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        size = path.stat().st_size
+        if size > MAX_REPORT_BYTES:
+            raise QcdoctorError(f"{size:,} bytes: larger than the "
+                                f"{MAX_REPORT_BYTES >> 20} MiB a report is read up to",
+                                file=str(path), fix=_SIDE_FIX)
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_REPORT_BYTES + 1)
+        if len(data) > MAX_REPORT_BYTES:
+            raise QcdoctorError("it grew while it was read", file=str(path), fix=_SIDE_FIX)
+        report = load_json(data.decode("utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
         raise QcdoctorError(f"not a readable JSON report: {exc}", file=str(path),
                             fix=_SIDE_FIX) from None
+    except DataRefused as exc:      # bad JSON, or nested or numbered past the limits
+        where = f" (line {exc.line})" if exc.line else ""
+        raise QcdoctorError(f"not a readable JSON report: {exc.problem}{where}",
+                            file=str(path), fix=_SIDE_FIX) from None
     from .report_schema import check_report
     check_report(report, str(path))
     return report

@@ -37,12 +37,17 @@ _FLAG_WORDS = "^(" + "|".join(_any_case(w) for w in sorted(_TRUE | _FALSE)) + ")
 
 def json_schema(spec) -> dict:
     """The JSON Schema of one spec (recursively)."""
-    from .report_schema import Anything
+    from .report_schema import Anything, Fact
+    if isinstance(spec, Fact):
+        return _fact_schema()
     if isinstance(spec, Mapping):
         out = {"type": "object",
-               "properties": {name: _nullable(json_schema(s)) for name, s in spec.fields.items()},
+               "properties": {name: json_schema(s) if name in spec.required
+                              else _nullable(json_schema(s)) for name, s in spec.fields.items()},
                "additionalProperties": (_nullable(json_schema(spec.values))
                                         if spec.values is not None else False)}
+        if spec.required:
+            out["required"] = list(spec.required)
         if spec.one_of:
             out["maxProperties"] = 1
         return out
@@ -73,6 +78,24 @@ def json_schema(spec) -> dict:
     if isinstance(spec, Anything):
         return {}
     raise TypeError(f"no JSON Schema for {type(spec).__name__}")
+
+
+_FIELD_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+
+
+def _fact_schema() -> dict:
+    """A fact: a ``type``, and per type its declared fields (fact_types.FACT_TYPES)."""
+    from .fact_types import FACT_TYPES
+
+    def field_schema(field) -> dict:
+        return {"enum": list(field.choices)} if field.choices is not None else \
+            {"type": _FIELD_TYPES[field.kind]}
+    return {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}},
+            "allOf": [{"if": {"properties": {"type": {"const": kind}}, "required": ["type"]},
+                       "then": {"properties": {name: field_schema(field)
+                                               for name, field in fields.items()},
+                                "required": list(fields)}}
+                      for kind, fields in FACT_TYPES.items() if fields]}
 
 
 def _nullable(schema: dict) -> dict:

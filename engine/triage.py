@@ -89,6 +89,6 @@ def triage_path(path: str | Path, *, allow_outside=(), **kwargs) -> dict:
         kwargs.setdefault("display_path", str(path))
         with opened_bundle(path) as folder:
             return triage_path(folder, allow_outside=allow_outside, **kwargs)
-    case = load_case(path)
+    case = load_case(path, tuple(map(Path, allow_outside)))
     return triage_case(case, case_files=CaseFiles(case.folder, tuple(map(Path, allow_outside))),
                        **kwargs)
