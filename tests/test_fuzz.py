@@ -50,6 +50,14 @@ ENGINE_MESSAGES = ("pyRetractFact", "pyAssertFact", "Could not retract fact",
 ENGINE_FAILURES: list[dict] = []
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_engine_failures():
+    """After this file's tests, in whatever order they ran: no input may fail inside the
+    engine (facts are bounded before it, and it runs in a replaceable worker)."""
+    yield
+    assert not ENGINE_FAILURES, json.dumps(ENGINE_FAILURES[:20], indent=1)
+
+
 def fuzz(ci_examples: int):
     return settings(max_examples=CAMPAIGN or ci_examples, derandomize=not CAMPAIGN,
                     deadline=None, database=None, print_blob=True,
@@ -420,9 +428,3 @@ def test_cli_processes_exit_cleanly(tmp_path, damage):
         assert done.returncode == 0, done.stderr
         problems = [f for f in json.loads(done.stdout)["facts"] if f["type"] == "artifact_problem"]
         assert problems and all(p["file"] for p in problems)
-
-
-def test_zz_engine_failures_found_by_fuzzing():
-    """Runs after the fuzz tests above: no input may fail inside the engine (facts are
-    bounded before it, and it runs in a replaceable worker)."""
-    assert not ENGINE_FAILURES, json.dumps(ENGINE_FAILURES[:20], indent=1)
