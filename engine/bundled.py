@@ -74,10 +74,9 @@ def _cache_path(package: str, name: str):
 def _store(path, key: bytes, value) -> None:
     """Keep ``value`` for the next run; data marshal cannot hold, or a cache that cannot
     be written, only costs the next run the YAML."""
-    from .atomic import replaced_atomically
+    from .cache_files import write_entry
     try:
         payload = marshal.dumps(value)
-        with replaced_atomically(path, 0o600) as temporary, open(temporary, "wb") as out:
-            out.write(key + payload)
-    except Exception:  # noqa: BLE001 - see the docstring
-        pass
+    except ValueError:
+        return
+    write_entry(path, key + payload)

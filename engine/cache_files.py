@@ -44,3 +44,25 @@ def read_entry(path, limit: int = MAX_ENTRY_BYTES) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def write_entry(path, data: bytes) -> None:
+    """Put ``data`` at ``path`` atomically, private to this user, replacing whatever is there:
+    in our own cache folder a FIFO or link at an entry's name is a miss to overwrite, not a
+    user's file to keep. A cache that cannot be written only costs the next run time, so
+    nothing is raised."""
+    import tempfile
+    from pathlib import Path
+
+    from .atomic import discard, put_in_place
+    path = Path(path)
+    try:
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        put_in_place(temporary, path, 0o600)
+    except Exception:  # noqa: BLE001 - see the docstring
+        discard(temporary)

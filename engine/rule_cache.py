@@ -152,11 +152,10 @@ def write(key: str, rules: tuple, content: str, now_settled: bool) -> None:
     path = _path(key)
     if path is None:
         return
-    from .atomic import replaced_atomically  # only when writing: it imports tempfile
+    from .cache_files import write_entry
     try:
-        with replaced_atomically(path, 0o600) as temporary, open(temporary, "wb") as out:
-            pickle.dump({"key": key, "content": content, "settled": now_settled,
-                         "rules": rules}, out, protocol=pickle.HIGHEST_PROTOCOL)
+        write_entry(path, pickle.dumps({"key": key, "content": content, "settled": now_settled,
+                                        "rules": rules}, protocol=pickle.HIGHEST_PROTOCOL))
         family = key.split("-", 1)[0]       # this copy's caches of other versions
         stale = [*path.parent.glob(f"rules-{family}-*.pickle"),
                  *path.parent.parent.glob("rules-*.pickle")]    # the old place, before 0.1

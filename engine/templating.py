@@ -63,17 +63,14 @@ class _PlainDataCache(jinja2.BytecodeCache):
 
     def dump_bytecode(self, bucket) -> None:
         import marshal
-        from pathlib import Path
 
-        from .atomic import replaced_atomically
+        from .cache_files import write_entry
         try:
-            payload = self._MAGIC + bucket.checksum.encode("utf-8") + b"\n" \
-                + marshal.dumps(bucket.code)
-            with replaced_atomically(Path(self._path(bucket)), 0o600) as temporary, \
-                    open(temporary, "wb") as out:
-                out.write(payload)
-        except Exception:  # noqa: BLE001 - a cache that cannot be written only costs speed
-            pass
+            code = marshal.dumps(bucket.code)
+        except ValueError:      # a cache that cannot be written only costs speed
+            return
+        write_entry(self._path(bucket), self._MAGIC + bucket.checksum.encode("utf-8") + b"\n"
+                    + code)
 
 
 def new_environment(autoescape: bool = False, filters: dict | None = None,
