@@ -1,8 +1,18 @@
 """compare_models: layer metrics and sensitivity of two torch models, written in the
-profiler's own formats, so a triage reads the folder like a QuantAnalysis run."""
+profiler's own formats, so a triage reads the folder like a QuantAnalysis run.
+
+compare_per_layer_out.{csv,txt} has the profiler's 23 columns and two more at the end:
+``base_mod_name`` (the baseline output a row was compared with, when it is not the
+row's own name: the end of the same fused pattern) and ``match`` (``name``,
+``pattern_end``, or ``unaligned`` / ``fused_intermediate`` for rows whose two sides
+compute different things: their metrics are left empty, as the profiler leaves a fused
+intermediate's). Readers that know the 23 columns ignore the two.
+"""
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,14 +21,24 @@ import torch
 from torch import nn
 
 from qcdoctor.collectors.qa_files import PROBE_MANIFEST, load_probe_manifest
-from qcdoctor.collectors.qa_writers import write_compare, write_sensitivity
+from qcdoctor.collectors.qa_writers import LAYOUTS, ROW_KEYS, write_sensitivity
 from qcdoctor.engine.errors import QcdoctorError
 from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES
 
-from .capture import compare_layers
+from .capture import LayerRows, compare_layers
 from .quantizers import QuantizerAdapter, TorchAoAdapter, freeze_observers, restore_observers
 from .sensitivity import METRICS, output_names
 from .sensitivity import sensitivity as sensitivity_pass
+from .stats import release_scratch
+
+EXTRA_COLUMNS = ["base_mod_name", "match"]
+# below this share of analysis outputs compared, the table is no layer-by-layer reading
+MATCHED_ENOUGH = 0.5
+MANIFEST_ITEMS = 500                   # names listed per list of probe_run.yaml
+
+
+class ProbeWarning(UserWarning):
+    """The two models could not be compared layer by layer (most outputs unmatched)."""
 
 
 @dataclass
@@ -29,6 +49,18 @@ class ProbeResult:
     analysis_only: list[str]
     sensitivity: dict[str, list[tuple]] = field(default_factory=dict)   # output -> rows
     files: list[Path] = field(default_factory=list)
+    aligned: dict[str, str] = field(default_factory=dict)   # row -> baseline output compared
+    unaligned: list[str] = field(default_factory=list)      # flagged rows: no counterpart
+    fused_intermediates: list[str] = field(default_factory=list)   # flagged rows
+    absorbed: list[str] = field(default_factory=list)       # baseline outputs inside patterns
+    compared: int = 0                      # rows with metrics
+    matched_share: float = 1.0             # compared / every analysis output
+    warnings: list[str] = field(default_factory=list)
+    changed_in_place: list[str] = field(default_factory=list)   # rows that may be wrong
+
+    @property
+    def mostly_unmatched(self) -> bool:
+        return self.matched_share < MATCHED_ENOUGH
 
 
 def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
@@ -68,8 +100,8 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     try:
         baseline.eval()
         analysis.eval()
+        layers = compare_layers(baseline, analysis, args, kwargs)
         with torch.inference_mode():
-            layers = compare_layers(baseline, analysis, run)
             reference = [t for _, t in layers.baseline_outputs]
             named = output_names(layers.analysis_outputs, names)
             if len(named) != len(reference):
@@ -92,18 +124,102 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     finally:
         restore_observers(frozen)
         for module, training in modes:
-            module.train(training)
+            # a plain flag (train() would walk the children again, Module.__setattr__
+            # look for parameters first)
+            object.__setattr__(module, "training", training)
+        release_scratch()
     for stale in old_files:
         stale.unlink(missing_ok=True)
-    result = ProbeResult(out, layers.rows, layers.baseline_only, layers.analysis_only, tables)
-    for fmt in ("csv", "txt"):
-        result.files.append(write_compare(out, layers.rows, "23", fmt))
+    result = _result(out, layers, tables)
+    result.files.extend(_write_compare(out, layers.rows))
+    if layers.graph is not None:
+        from .fxgraph import write_fx_graph
+        result.files.append(write_fx_graph(out / "fx_graph.txt", layers.graph,
+                                           layers.graph_names))
     for name, rows in tables.items():
         for fmt in ("txt", "pt"):
             result.files.append(write_sensitivity(out, rows, output=name, metric=metric,
                                                   flops=False, fmt=fmt))
     result.files.append(_write_manifest(result, analysis_model_type, metric))
+    for message in result.warnings:
+        warnings.warn(message, ProbeWarning, stacklevel=2)
     return result
+
+
+def _result(out: Path, layers: LayerRows, tables: dict) -> ProbeResult:
+    compared = sum(1 for r in layers.rows if r.get("cosine") is not None
+                   or r.get("atol") is not None)
+    outputs = len(layers.rows) + len(layers.analysis_only)
+    share = compared / outputs if outputs else 1.0
+    result = ProbeResult(out, layers.rows, layers.baseline_only, layers.analysis_only, tables,
+                         aligned=layers.aligned, unaligned=layers.unaligned,
+                         fused_intermediates=layers.fused_intermediates,
+                         absorbed=layers.absorbed, compared=compared, matched_share=share)
+    result.changed_in_place = list(layers.changed)
+    if layers.changed:
+        result.warnings.append(
+            f"{len(layers.changed)} layer output(s) were changed in place by the model before "
+            f"the probe read them, by an op it did not see coming "
+            f"({', '.join(layers.changed[:5])}): their rows may be wrong")
+    if outputs and share < MATCHED_ENOUGH:
+        result.warnings.append(
+            f"only {compared} of {outputs} analysis layer outputs have a baseline output "
+            f"computing the same thing ({len(layers.analysis_only)} only in the analysis "
+            f"model, {len(layers.unaligned) + len(layers.fused_intermediates)} computing "
+            f"something else, {len(layers.baseline_only)} only in the baseline): the two "
+            f"models differ in structure or layer names, so the table is no layer-by-layer "
+            f"comparison; give a baseline with the analysis model's layer names (e.g. the "
+            f"float model it was prepared from)")
+    return result
+
+
+def _write_compare(folder: Path, rows: list[dict]) -> list[Path]:
+    """compare_per_layer_out.{csv,txt}: the 23-column layout plus EXTRA_COLUMNS, in the
+    profiler's formats (as qa_writers writes them): a psql box table with an index column
+    and a ', '-separated CSV without one, floats with 7 decimals, commas inside a CSV cell
+    as ``*``; a missing value is an empty cell in both (the readers' NA values are None,
+    nan and empty: no "None" text in the tables)."""
+    header = LAYOUTS["23"] + EXTRA_COLUMNS
+    keys = [ROW_KEYS.get(c, c) for c in header]
+    cells = [[_cell(row.get(k)) for k in keys] for row in rows]
+    folder.mkdir(parents=True, exist_ok=True)
+    csv_path = folder / "compare_per_layer_out.csv"
+    lines = [", ".join(header)]
+    lines += [", ".join(c.replace(", ", "* ").replace(",", "*") if "," in c else c
+                        for c in r) for r in cells]
+    csv_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    txt_path = folder / "compare_per_layer_out.txt"
+    txt_path.write_text(_psql(header, cells), encoding="utf-8")
+    return [csv_path, txt_path]
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return f"{value:.7f}" if abs(value) < 1e15 else repr(value)
+    return str(value)
+
+
+_NUMERIC = set(LAYOUTS["23"][5:])      # qscale onwards: numbers, right-aligned
+
+
+def _psql(header: list[str], cells: list[list[str]]) -> str:
+    """qa_writers.psql's box table (numbers right-aligned, text left), column-wise."""
+    full = [""] + header
+    body = [[str(i)] + r for i, r in enumerate(cells)]
+    widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(full)]
+    right = [True] + [h in _NUMERIC for h in header]
+    border = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    under = "|" + "+".join("-" * (w + 2) for w in widths) + "|"
+
+    def line(row, align=True):
+        return "| " + " | ".join((c.rjust(w) if r and align else c.ljust(w))
+                                 for c, w, r in zip(row, widths, right, strict=True)) + " |"
+    out = [border, line(full, align=False), under] + [line(r) for r in body] + [border]
+    return "\n".join(out) + "\n"
 
 
 def _check_out_dir(out: Path) -> list[Path]:
@@ -137,13 +253,45 @@ def _write_manifest(result: ProbeResult, kind: str, metric: str) -> Path:
     from qcdoctor.engine.atomic import write_text_atomic
     baseline, analysis = ANALYSIS_TYPE_STAGES[kind]
     path = result.out_dir / PROBE_MANIFEST
+    names = {p.name for p in result.files}
+    counts = {}
+
+    def listed(key: str, values):
+        """At most MANIFEST_ITEMS names (the case-file reader's list limit is 1,000);
+        ``counts`` has the full number."""
+        counts[key] = len(values)
+        if isinstance(values, dict):
+            return dict(list(values.items())[:MANIFEST_ITEMS])
+        return list(values[:MANIFEST_ITEMS])
+    alignment = {
+        # row -> the baseline output it was compared with: the end of the same fused
+        # pattern (a conv-bn-relu row against the baseline's relu)
+        "pattern_end": listed("pattern_end", result.aligned),
+        # rows without metrics: no baseline output computes the same thing
+        "unaligned": listed("unaligned", result.unaligned),
+        # rows without metrics: inside a pattern the baseline computes as one op
+        "fused_intermediates": listed("fused_intermediates", result.fused_intermediates),
+        # baseline outputs inside a fused pattern the analysis computes as one module
+        "absorbed": listed("absorbed", result.absorbed)}
+    unmatched = {"baseline_only": listed("baseline_only", result.baseline_only),
+                 "analysis_only": listed("analysis_only", result.analysis_only)}
     document = {"origin": "probe", "type": kind, "baseline": baseline, "analysis": analysis,
                 "metric": metric, "sensitivity": bool(result.sensitivity),
-                "layers": len(result.rows),
-                "unmatched": {"baseline_only": result.baseline_only,
-                              "analysis_only": result.analysis_only},
-                "files": sorted(p.name for p in result.files)}
-    write_text_atomic(path, yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+                "layers": len(result.rows), "compared": result.compared,
+                # rows compared / every analysis output; below 0.5 the table is no
+                # layer-by-layer comparison (the warnings say why)
+                "matched_share": round(result.matched_share, 4),
+                "mostly_unmatched": result.mostly_unmatched,
+                "graph": "fx_graph.txt" if "fx_graph.txt" in names else None,
+                "alignment": alignment,
+                "unmatched": unmatched,
+                "changed_in_place": listed("changed_in_place", result.changed_in_place),
+                "counts": counts,
+                "warnings": list(result.warnings),
+                "files": sorted(names)}
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    write_text_atomic(path, yaml.dump(document, Dumper=dumper, sort_keys=False,
+                                      allow_unicode=True))
     return path
 
 

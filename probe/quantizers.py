@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from .layers import class_path, dtype_label, layer_map
+from .layers import class_path, dtype_label, fx_plan
 
 
 @dataclass
@@ -39,15 +39,15 @@ class TorchAoAdapter:
     def quantizers(self, model: nn.Module) -> list[Quantizer]:
         from torch.ao.quantization import FakeQuantizeBase
         modules = dict(model.named_modules())
-        attributed = layer_map(model).attributed
+        observes = _fx_observed(model)
         found = []
         for name, module in modules.items():
             if not isinstance(module, FakeQuantizeBase) or _inside_quantizer(name, modules):
                 continue
             parent_name, _, attr = name.rpartition(".")
-            if name in attributed:                       # FX: the node it observes
-                layer = attributed[name][0]
-                op_name, op_type, kind = layer.name, layer.op_type, "activation"
+            if id(module) in observes:                   # FX: the node it observes
+                op_name, op_type = observes[id(module)]
+                kind = "activation"
             else:
                 parent = modules.get(parent_name, model)
                 kind = "weight" if "weight" in attr else "activation"
@@ -60,6 +60,20 @@ class TorchAoAdapter:
 
     def set_enabled(self, quantizer: Quantizer, enabled: bool) -> None:
         quantizer.module.enable_fake_quant(enabled)
+
+
+def _fx_observed(model: nn.Module) -> dict[int, tuple[str, str]]:
+    """id of an FX quantizer module -> (row name, op type) of the first node it observes,
+    as the layer rows name it (a quantizer shared by several nodes is one module)."""
+    if not isinstance(model, torch.fx.GraphModule):
+        return {}
+    plan = fx_plan(model)
+    found: dict[int, tuple[str, str]] = {}
+    for node, source in plan.observer.items():
+        layer = plan.layers.get(source)
+        found.setdefault(id(model.get_submodule(str(node.target))), (layer.name, layer.op_type) if layer is not None
+                         else (source.name, str(source.target)))
+    return found
 
 
 def _inside_quantizer(name: str, modules: dict) -> bool:
@@ -75,9 +89,11 @@ def freeze_observers(model: nn.Module) -> list[tuple[nn.Module, bool]]:
     from torch.ao.quantization import FakeQuantizeBase
     saved = []
     for module in model.modules():
+        if not isinstance(module, FakeQuantizeBase):
+            continue
         flag = getattr(module, "observer_enabled", None)
-        if isinstance(module, FakeQuantizeBase) and isinstance(flag, torch.Tensor):
-            saved.append((module, bool(flag[0])))
+        if isinstance(flag, torch.Tensor) and flag.numel() and bool(flag.reshape(-1)[0]):
+            saved.append((module, True))       # only the enabled ones change
             module.disable_observer()
     return saved
 

@@ -17,7 +17,7 @@ from qcdoctor.collectors.sensitivity import load_sensitivity  # noqa: E402
 from qcdoctor.engine.errors import QcdoctorError  # noqa: E402
 from qcdoctor.engine.report import render  # noqa: E402
 from qcdoctor.engine.triage import triage_case  # noqa: E402
-from qcdoctor.probe import Quantizer, compare_models  # noqa: E402
+from qcdoctor.probe import ProbeWarning, Quantizer, compare_models  # noqa: E402
 from qcdoctor.probe.stats import PAIR_METRICS, flatten_output, pair_stats  # noqa: E402
 
 from .qa.scenarios import case_yaml  # noqa: E402
@@ -107,12 +107,14 @@ def test_round_trip_through_our_readers(tmp_path):
     result = compare_models(base, qat, EXAMPLE, tmp_path / "probe", sensitivity=False)
     names = [r["mod_name"] for r in result.rows]
     # execution order; the shared linear twice under one name, each call matched in turn
-    assert names == ["conv", "relu", "pool", "fc", "fc"]
+    assert names == ["conv", "relu", "pool", "fc", "mul", "fc"]
     assert result.rows[0]["analy_op_type"] == "torch.ao.nn.qat.modules.conv.Conv2d"
     assert result.rows[0]["quant_dtype"] == "quint8" and result.rows[0]["qscale"] > 0
     csv_text = (tmp_path / "probe" / "compare_per_layer_out.csv").read_text(encoding="utf-8")
     header = csv_text.splitlines()[0].split(", ")
-    assert header[0] == "mod_name" and len(header) == 23            # no index column
+    assert header[0] == "mod_name" and len(header) == 25            # no index column
+    assert header[23:] == ["base_mod_name", "match"]    # beyond the profiler's 23 columns
+    assert "None" not in csv_text and "<class" not in csv_text
     assert "torch.Size([2* 4* 8* 8])" in csv_text
     for name in ("compare_per_layer_out.csv", "compare_per_layer_out.txt"):
         table = load_compare(tmp_path / "probe" / name)
@@ -135,7 +137,7 @@ def test_unmatched_layers_are_reported(tmp_path):
     qat.conv = nn.Sequential(qat.conv)                 # renamed: conv.0
     result = compare_models(base, qat, EXAMPLE, tmp_path / "p", sensitivity=False)
     assert "conv.0" in result.analysis_only and "conv" in result.baseline_only
-    assert [r["mod_name"] for r in result.rows] == ["relu", "pool", "fc", "fc"]
+    assert [r["mod_name"] for r in result.rows] == ["relu", "pool", "fc", "mul", "fc"]
     manifest = (tmp_path / "p" / "probe_run.yaml").read_text(encoding="utf-8")
     assert "conv.0" in manifest and "origin: probe" in manifest
 
@@ -196,9 +198,12 @@ def test_a_toolkit_plugs_in_through_the_adapter(tmp_path):
     analysis = nn.Sequential(nn.Linear(4, 8), Switch(), nn.Linear(8, 2), Switch()).eval()
     analysis[0].load_state_dict(base[0].state_dict())
     analysis[2].load_state_dict(base[1].state_dict())
-    # rename so the layers match by name: 0 and 2 are compared, the switches are extra
-    result = compare_models(base, analysis, torch.randn(3, 4), tmp_path / "p",
-                            adapter=Adapter(), metric="MSE")
+    # by name only 0 is compared (1 is a Switch against a Linear: shapes differ), so the
+    # probe warns that the table is no layer-by-layer comparison; sensitivity still runs
+    with pytest.warns(ProbeWarning, match="only 1 of 4"):
+        result = compare_models(base, analysis, torch.randn(3, 4), tmp_path / "p",
+                                adapter=Adapter(), metric="MSE")
+    assert result.mostly_unmatched and result.analysis_only == ["2", "3"]
     rows = result.sensitivity["0"]
     assert {r[0] for r in rows} == {"1", "3"} and all(r[3] > 0 for r in rows)
     assert analysis[1].on and analysis[3].on                     # switches restored
@@ -380,8 +385,12 @@ def test_shape_mismatch_is_a_row_without_metrics(tmp_path):
     from qcdoctor.collectors.compare_layers import read_layers
     torch.manual_seed(0)
     base, analysis = nn.Sequential(nn.Linear(4, 8)), nn.Sequential(nn.Linear(4, 6))
-    result = compare_models(base, analysis, torch.randn(2, 4), tmp_path / "p", sensitivity=False)
+    with pytest.warns(ProbeWarning, match="no layer-by-layer comparison"):
+        result = compare_models(base, analysis, torch.randn(2, 4), tmp_path / "p",
+                                sensitivity=False)
     assert result.rows[0]["shape"] == "mismatch shape" and "cosine" not in result.rows[0]
+    manifest = (tmp_path / "p" / "probe_run.yaml").read_text(encoding="utf-8")
+    assert "mostly_unmatched: true" in manifest and "no layer-by-layer" in manifest
     reading = read_layers(load_compare(tmp_path / "p" / "compare_per_layer_out.txt"))
     assert reading.mismatch_rows == 1 and reading.compared == 0
     with pytest.raises(QcdoctorError, match="differ in number or shape"):

@@ -55,12 +55,13 @@ def test_no_fault_layers_agree(tmp_path, network):
     _, baseline, qat, example = network
     result, facts = probe_and_triage(tmp_path, baseline, qat, example)
     assert len(result.rows) > 20 and not result.baseline_only
-    # every module output matched: a fake quant is reported under the node it observes,
-    # also one shared by two nodes; only FX function nodes and the input stay unmatched
-    modules = dict(qat.named_modules())
-    assert result.analysis_only and not [n for n in result.analysis_only if n in modules]
+    # every output matched: a fake quant is reported under the node it observes, also
+    # one shared by two nodes; function nodes under their module path, the input by name
+    assert not result.analysis_only and result.matched_share == 1.0
     names = [r["mod_name"] for r in result.rows]
     assert len(names) == len(set(names)) and "activation_post_process_1" not in names
+    assert names[0] == "x" and "features.stage1.unit1.add" in names
+    assert {r["match"] for r in result.rows} == {"name"}         # same computations
     assert facts["qa_folder"][0]["origin"] == "probe"
     assert facts["layer_table"][0]["compared"] == len(result.rows)
     assert "layer_origin" not in facts and not facts["layer_table"][0]["abnormal"]
