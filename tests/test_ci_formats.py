@@ -23,8 +23,9 @@ from qcdoctor.engine.triage import triage_path
 
 from .conftest import missing_in_ci
 
-# the shared folder beside the checkout; never copied into the project
-SARIF_SCHEMA = Path(__file__).resolve().parents[1] / "../shared/schemas/sarif-schema-2.1.0.json"
+# the official schema, unchanged (tests/schemas/README.md): the tests need no folder beside
+# the checkout
+SARIF_SCHEMA = Path(__file__).resolve().parent / "schemas" / "sarif-schema-2.1.0.json"
 
 
 @pytest.fixture(scope="module")

@@ -151,7 +151,6 @@ def test_a_zipped_install_loads_its_rules_and_caches_them_by_content(tmp_path):
     import importlib.util
     import subprocess
     import sys
-    import sysconfig
     import zipfile
     archive = tmp_path / "qcdoctor.zip"
     with zipfile.ZipFile(archive, "w") as out:
@@ -166,7 +165,9 @@ def test_a_zipped_install_loads_its_rules_and_caches_them_by_content(tmp_path):
               "assert '.zip' in rulebook.__file__, rulebook.__file__\n"
               "print(len(rulebook.load_rules()))\n")
     env = {**os.environ, "QCDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
-    run = [sys.executable, "-S", "-c", script, str(archive), sysconfig.get_paths()["purelib"]]
+    import yaml  # wherever it is installed (a venv may see the system's site-packages)
+    run = [sys.executable, "-S", "-c", script, str(archive),
+           str(Path(yaml.__file__).resolve().parent.parent)]
     first = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120)
     assert first.returncode == 0, first.stderr
     [cache] = (tmp_path / "cache" / "rules").glob("rules-anywhere-*.pickle")
