@@ -60,7 +60,18 @@ def _start_method() -> str:
     return "fork" if hasattr(os, "fork") else "spawn"
 
 
-def _rss_mb() -> float:
+def _own_mb() -> float:
+    """Memory this process holds alone, in MiB: its private pages. A forked worker's resident
+    size misses what it writes into pages it inherited (copied on write, resident before and
+    after) and the free heap it inherited and reuses, so it can stay flat however much the
+    worker grows; the private pages count both. Resident size where smaps_rollup is missing."""
+    try:
+        with open("/proc/self/smaps_rollup", encoding="ascii") as handle:
+            kib = sum(int(line.split()[1]) for line in handle
+                      if line.startswith(("Private_Clean:", "Private_Dirty:")))
+        return kib / 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         with open("/proc/self/statm", encoding="ascii") as handle:
             return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -92,7 +103,7 @@ def _serve(conn, catalogue: dict, programs: dict, log: str | int) -> None:
         broken = None
     _preload(programs)
     # what it inherited from the caller (all of it, when forked) is not its own growth
-    started_with = _rss_mb()
+    started_with = _own_mb()
     parent = os.getppid()
     while True:
         try:
@@ -119,7 +130,7 @@ def _serve(conn, catalogue: dict, programs: dict, log: str | int) -> None:
         except Exception as exc:  # noqa: BLE001 - the C engine's errors are plain exceptions
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
             continue
-        grown = _rss_mb() - started_with
+        grown = _own_mb() - started_with
         conn.send(("ok", hits, matches, max(grown / MAX_WORKER_GROWTH_MB, host.wear()), grown))
     conn.close()
 

@@ -153,13 +153,20 @@ LINUX_PROC = pytest.mark.skipif(not os.path.exists("/proc/self/statm"),
 
 
 @LINUX_PROC
-def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch):
+@pytest.mark.parametrize("caller_heap", ["small", "large and free"])
+def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch, caller_heap):
     """Engine states are never emptied (that path crashes): memory is bounded by replacing
     the worker once it has grown MAX_WORKER_GROWTH_MB past what it started with (what a
-    forked worker inherits from a large caller does not count)."""
+    forked worker inherits from a large caller does not count). A caller that has freed a
+    large heap (a long test run, a notebook) hands the fork free memory it reuses without
+    its resident size moving: the growth must show all the same."""
     from qcdoctor.engine import engine_process as module
     cap = 12
     monkeypatch.setattr(module, "MAX_WORKER_GROWTH_MB", cap)     # inherited by the fork
+    if caller_heap != "small":
+        held = [bytes(200) for _ in range(1_000_000)]          # about 230 MB of small blocks
+        keep = held[::1000]                                     # pins the heap's top
+        del held
     engine = EngineProcess()
     try:
         runner = RuleRunner(load_rules(), engine=engine)
@@ -169,12 +176,17 @@ def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch):
             runner.run(facts)
             growth.append(engine.stats.last_worker_growth_mb)
         assert engine.stats.workers_started >= 3, growth
-        assert max(growth) < cap + 6, growth        # one case's growth past the cap at most
         # a successor starts smaller than the worker it replaced ended
         starts = [i for i in range(1, len(growth)) if growth[i] < growth[i - 1]]
+        # past the cap by one case's growth at most
+        steps = [growth[0]] + [growth[i] if i in starts else growth[i] - growth[i - 1]
+                               for i in range(1, len(growth))]
+        assert max(growth) < cap + max(steps), growth
         assert len(starts) >= 2 and all(growth[i] < cap for i in starts), growth
     finally:
         engine.close()
+        if caller_heap != "small":
+            del keep
 
 
 def test_long_and_broken_strings_never_reach_the_engine():
