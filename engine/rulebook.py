@@ -15,13 +15,24 @@ from .bundled import load_yaml, package_files, safe_yaml
 from .errors import RuleError
 from .fact_types import CHECKLIST_ITEMS, CHECKLIST_STATUSES, CONCLUSION_STAGES, STAGES
 from .patterns import Pattern, parse_when
-from .vocabulary import ACTION_KINDS, COST_CLASSES, GROUPS, MISSING_IDS, PITFALL_IDS, SEVERITIES
+from .vocabulary import (
+    ACTION_KINDS,
+    ACTION_RANKS,
+    COST_CLASSES,
+    GROUPS,
+    MISSING_IDS,
+    PITFALL_IDS,
+    SEVERITIES,
+)
 
 ID_RE = re.compile(r"^[A-Z]{2}\d{3}$")
 FILE_RE = re.compile(r"^(?P<id>[A-Z]{2}\d{3})-[a-z0-9]+(?:-[a-z0-9]+)*\.yaml$")
 REQUIRED = ("id", "title", "message", "severity", "priority", "references", "rationale",
             "when", "then", "examples")
-OPTIONAL = ("fix",)
+OPTIONAL = ("fix", "spec")
+# a reference a user can open: a page of the project's documentation (shipped with the
+# package) at one of its sections, or a public web page
+REFERENCE_RE = re.compile(r"^(docs/[a-z0-9_-]+\.md#[a-z0-9-]+|https://\S+)$")
 THEN_KEYS = ("conclusion", "missing", "next_action", "consistency", "finding", "pitfall",
              "keep", "evidence", "checklist", "ask")
 # a ``then`` output that later rules read back as a fact of this type
@@ -43,6 +54,7 @@ class Rule:
     then: dict
     examples: dict
     fix: dict | None = None
+    spec: tuple = ()            # the knowledge-base items it encodes (traceability only)
     stratum: int = 0
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -91,6 +103,12 @@ def _check_then(then, where: str) -> dict:
                             file=where, key="then.next_action.cost",
                             fix="verify: evaluate / confirm / check; analyse: no retraining; "
                                 "retrain: needs QAT again")
+        if a.get("rank") is not None and a["rank"] not in ACTION_RANKS:
+            raise RuleError(f"next_action rank must be one of {', '.join(ACTION_RANKS)}",
+                            file=where, key="then.next_action.rank",
+                            fix="fix_failed: fixes a failed checklist item; redo_invalid: "
+                                "redoes an invalid analysis run; located: the remedy of "
+                                "the op the analysis located")
         for key in ("baseline", "analysis", "stage_to_evaluate"):
             value = a.get(key)
             if value is not None and value not in STAGES and "{" not in str(value):
@@ -160,8 +178,17 @@ def parse_rule(data, where: str, group: str) -> Rule:
     if not isinstance(data["priority"], int):
         raise RuleError("priority must be an integer", file=where, key="priority")
     if not isinstance(data["references"], list) or not data["references"]:
-        raise RuleError("references must list knowledge sections", file=where,
-                        key="references")
+        raise RuleError("references must list where a user reads about the rule", file=where,
+                        key="references", fix="e.g. [\"docs/method.md#reading-the-chain\"]")
+    for i, ref in enumerate(data["references"]):
+        if not isinstance(ref, str) or not REFERENCE_RE.match(ref):
+            raise RuleError("a reference is a section of the project's docs or a public page",
+                            file=where, key=f"references[{i}]",
+                            fix="docs/<page>.md#<section-anchor> or an https:// address")
+    spec = data.get("spec", [])
+    if not isinstance(spec, list) or not all(isinstance(item, str) for item in spec):
+        raise RuleError("spec lists the knowledge-base items the rule encodes, as text",
+                        file=where, key="spec")
     fix = _bilingual(data["fix"], "fix", where) if "fix" in data else None
     return Rule(id=rid, group=group, path=where,
                 title=_bilingual(data["title"], "title", where),
@@ -170,7 +197,8 @@ def parse_rule(data, where: str, group: str) -> Rule:
                 references=tuple(data["references"]),
                 rationale=_bilingual(data["rationale"], "rationale", where),
                 when=parse_when(data["when"], where), then=_check_then(data["then"], where),
-                examples=_check_examples(data["examples"], where), fix=fix, raw=data)
+                examples=_check_examples(data["examples"], where), fix=fix,
+                spec=tuple(spec), raw=data)
 
 
 def _stratify(rules: list[Rule]) -> list[Rule]:

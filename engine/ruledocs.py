@@ -42,6 +42,8 @@ def explain_rule(rule_id: str, lang: str = "en") -> str:
         raise QcdoctorError(f"no rule {rule_id!r}", fix="see 'qcdoctor rules list' for the ids")
     dump = lambda value: yaml.safe_dump(value, allow_unicode=True, sort_keys=False,  # noqa: E731
                                         default_flow_style=None).strip()
+    from .method_docs import describe
     return render_template("rule_doc.md.j2", rule=rule, lang=lang,
+                           references=[describe(ref) for ref in rule.references],
                            when=dump(rule.raw["when"]), then=dump(rule.raw["then"]),
                            fires=len(rule.examples["fires"]), quiet=len(rule.examples["quiet"]))

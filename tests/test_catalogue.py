@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from qcdoctor.engine.errors import RuleError
+from qcdoctor.engine.method_docs import sections
 from qcdoctor.engine.rulebook import FILE_RE, REQUIRED, load_rules, load_rules_from
 from qcdoctor.engine.ruledocs import explain_rule, list_rules
 from qcdoctor.engine.vocabulary import GROUPS, MISSING_IDS, PITFALL_IDS
@@ -33,7 +34,14 @@ def test_rule_file_shape(path):
     for key in REQUIRED:
         assert key in data, f"{path.name} lacks {key}"
     assert data["examples"]["fires"] and data["examples"]["quiet"]
-    assert all(ref.startswith(("knowledge.md", "seed")) for ref in data["references"])
+    # what a user reads: a section of the shipped docs that exists, or a public page
+    for ref in data["references"]:
+        assert ref.startswith(("docs/", "https://")), f"{path.name}: {ref} cannot be opened"
+        if ref.startswith("docs/"):
+            page, _, anchor = ref[len("docs/"):].partition("#")
+            assert anchor in sections(page), f"{path.name}: {ref} names no section of {page}"
+    # the knowledge-base items it encodes, for the coverage tests
+    assert all(item.startswith(("knowledge.md", "seed")) for item in data.get("spec", []))
 
 
 def _fields(template: str) -> set[str]:
@@ -86,7 +94,7 @@ def rev2_references(text: str) -> list[str]:
 def test_every_rev2_item_of_the_knowledge_is_referenced_by_a_rule():
     items = rev2_references(KNOWLEDGE.read_text(encoding="utf-8"))
     assert len(items) >= 15 and "knowledge.md §5 rev2: tolerance boundary" in items
-    referenced = {ref for rule in load_rules() for ref in rule.references}
+    referenced = {item for rule in load_rules() for item in rule.spec}
     missing = [item for item in items if item not in referenced]
     assert sorted(missing) == sorted(EXPECTED_MISSING_AT_MERGE), \
         f"not referenced by any rule: {sorted(set(missing) - EXPECTED_MISSING_AT_MERGE)}; " \
@@ -103,6 +111,11 @@ def test_rule_docs_generate_for_every_rule():
         doc = explain_rule(rule.id.lower(), "en")
         assert doc.startswith(f"## {rule.id}: {rule.title['en']}")
         assert "When (all of)" in doc
+        for ref in rule.references:          # printed with its section and a page that exists
+            page, _, anchor = ref.removeprefix("docs/").partition("#")
+            if ref.startswith("docs/"):
+                assert f"{ref} (“{sections(page)[anchor]}”, " in doc
+                assert Path(doc.split(f"{ref} (“", 1)[1].split("”, ", 1)[1].split(")", 1)[0]).is_file()
 
 
 def _write_rule(tmp_path: Path, group: str, name: str, text: str) -> Path:
@@ -125,6 +138,8 @@ GOOD = (REPO / "rules" / "stage" / "ST050-qat-bc-to-quantized-bc.yaml").read_tex
     (("severity: error", "severity: fatal"), "severity"),
     (("id: ST050", "id: AN050"), "ids starting ST"),
     (("  quiet:\n", "  silent:\n"), "examples need"),
+    (("references: [", 'references: ["knowledge.md §5", '), "section of the project's docs"),
+    (("references: [", 'references: ["docs/method.md", '), "section of the project's docs"),
 ])
 def test_broken_rules_are_rejected_with_the_file_named(tmp_path, change, needle):
     root = _write_rule(tmp_path, "stage", "ST050-broken.yaml", GOOD.replace(*change))

@@ -1,0 +1,1 @@
+"""qcdoctor's documentation pages, shipped so `qcdoctor rules explain` can point into them."""
