@@ -1,14 +1,16 @@
 """compare_per_layer_out.{txt,csv}: read any layout, then find where the error starts.
 
-Reading (knowledge.md §8): the error origin is the first row where Cosine drops sharply
-or Atol jumps; a slow decay over many rows is accumulation with its origin earlier; the
-worst row is not the root cause. Ranges tell truncation (analysis range clearly narrower
-than the baseline's, or qscale x qmax below the baseline's |max|) from rounding.
+The curve (Cosine steps, Atol in quantization steps, the clean band) is read by
+``layer_curve.read_curve``, whose docstring states the algorithm (knowledge.md §16 R3.8);
+the error kind at a source row by ``error_kind``: truncation needs range evidence (what
+the dtype and qscale can represent, ``quant_range``), a LUT op at the origin is ``lut``,
+tens of quantization steps with the range covered is the op's ``conversion``, about one
+step is ``rounding`` (R3.9, R3.11). The worst row is not the root cause.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -16,16 +18,22 @@ import pandas as pd
 
 from qcdoctor.engine.source_locations import at
 
+from .layer_curve import Curve, read_curve
+from .lut_ops import lut_op
+from .quant_range import QRANGE, dtype_name, range_evidence, representable
 from .reasons import reason
 from .tables import Table, read_psql_file, read_qa_csv
 from .thresholds import DEFAULT, Thresholds
 
 TEXT = ("mod_name", "base_op_type", "analy_op_type", "shape", "quant_dtype", "dtype", "advice")
-NUMERIC = ("qscale", "cosine", "l1", "atol", "mse", "kl", "sqnr", "rtol", "max_qscale_diff",
-           "max_atol_diff", "base_model_min", "analy_model_min", "base_model_max",
-           "analy_model_max", "base_model_mean", "analy_model_mean")
-QMAX = {"qint8": 127, "qint16": 32767, "qint4": 7, "quint8": 255}
-ALIASES = {"dtype": "quant_dtype", "cos": "cosine", "cosine_similarity": "cosine"}
+NUMERIC = ("qscale", "zero_point", "cosine", "l1", "atol", "mse", "kl", "sqnr", "rtol",
+           "max_qscale_diff", "max_atol_diff", "base_model_min", "analy_model_min",
+           "base_model_max", "analy_model_max", "base_model_mean", "analy_model_mean")
+QMAX = {name: high for name, (_, high) in QRANGE.items()}
+ALIASES = {"dtype": "quant_dtype", "cos": "cosine", "cosine_similarity": "cosine",
+           "zp": "zero_point", "qzero_point": "zero_point"}
+# patterns that name a source op (every one but accumulation without a step)
+LOCATED = ("cliff", "two_sources", "accumulation_with_step", "outlier")
 
 
 @dataclass
@@ -85,17 +93,36 @@ class LayerReading:
     """What the table says: origin, worst row, pattern, error kind (positions into frame)."""
     compared: int
     mismatch_rows: int
-    origin: int | None
-    pattern: str                # cliff | gradual | none
-    drop: float
+    origin: int | None          # the (first) source; where accumulation starts (gradual)
+    pattern: str                # cliff | gradual | accumulation_with_step | two_sources
+                                # | outlier | none
+    drop: float                 # the Cosine step at the origin
     worst: int | None
-    kind: str                   # truncation | rounding | unclear
+    kind: str                   # truncation | rounding | conversion | lut | unclear
     kind_detail: dict
+    second: int | None = None   # the second source
+    second_kind: str = "unclear"
+    second_detail: dict = field(default_factory=dict)
+    curve: dict = field(default_factory=dict)      # the numbers the reading rests on
+
+    @property
+    def located(self) -> bool:
+        return self.pattern in LOCATED
 
 
 def numeric_column(frame: pd.DataFrame, column: str) -> np.ndarray:
     """A metric column as floats, all NaN where the table has no such column."""
     return frame[column].to_numpy(dtype=float) if column in frame else np.full(len(frame), np.nan)
+
+
+def quantization_steps(frame: pd.DataFrame) -> np.ndarray:
+    """Atol in quantization steps per row: max_qscale_diff where given, else Atol /
+    qscale; NaN where neither tells."""
+    given = numeric_column(frame, "max_qscale_diff")
+    qscale = numeric_column(frame, "qscale")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        derived = np.where(qscale > 0, numeric_column(frame, "atol") / qscale, np.nan)
+    return np.where(np.isfinite(given), given, derived)
 
 
 def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT) -> LayerReading:
@@ -110,79 +137,127 @@ def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT) -> LayerReadin
     rows = np.flatnonzero(has_metric)
     if rows.size == 0:
         return LayerReading(0, mismatch, None, "none", 0.0, None, "unclear", {})
-
-    c = cos[rows]
-    prev = np.concatenate(([1.0], c[:-1]))
-    prev = np.where(np.isnan(prev), 1.0, prev)
-    drop = np.where(np.isnan(c), 0.0, prev - c)
-    below = (c < limits.cosine_good) & ~np.isnan(c)
-    cliff = below & (drop >= limits.cliff_drop)
-
-    # Atol relative to the row's baseline range: consecutive rows of a real network span
-    # very different ranges (a sigmoid in [0, 1] then a ReLU up to 15), so raw Atol values
-    # are not comparable; rows without ranges keep their raw Atol
-    a = atol[rows] / _spans(frame, rows)
-    a_prev = np.concatenate(([np.nan], a[:-1]))
-    steps = (frame["max_qscale_diff"].to_numpy(dtype=float)[rows]
-             if "max_qscale_diff" in frame else np.full(rows.size, np.inf))
-    jump = (a >= limits.atol_jump * np.where(np.isnan(a_prev) | (a_prev <= 0), np.inf, a_prev)) \
-        & (steps >= limits.atol_jump_steps)
-    sharp = cliff | jump
-
-    valid_cos = np.where(np.isnan(c), np.inf, c)
-    worst_k = int(np.argmin(valid_cos)) if np.isfinite(valid_cos).any() else int(np.nanargmax(a))
-    total_loss = float(1.0 - np.nanmin(c)) if (~np.isnan(c)).any() else 0.0
-
-    if sharp.any():
-        k = int(np.flatnonzero(sharp)[0])
-        share = drop[k] / total_loss if total_loss > 0 else 1.0
-        pattern = "cliff" if share >= limits.cliff_share or jump[k] else "gradual"
-        if pattern == "gradual" and below.any():
-            k = int(np.flatnonzero(below)[0])
-    elif below.any():
-        k, pattern = int(np.flatnonzero(below)[0]), "gradual"
-    else:
-        return LayerReading(int(rows.size), mismatch, None, "none", 0.0, int(rows[worst_k]),
-                            "unclear", {})
-    origin = int(rows[k])
-    kind, detail = error_kind(frame, origin, limits)
-    return LayerReading(int(rows.size), mismatch, origin, pattern, float(drop[k]),
-                        int(rows[worst_k]), kind, detail)
+    qsteps = quantization_steps(frame)[rows]
+    curve = read_curve(cos[rows], qsteps, limits)
+    worst = int(rows[_worst(cos[rows], qsteps, atol[rows])])
+    if curve.origin is None:
+        return LayerReading(int(rows.size), mismatch, None, "none", 0.0, worst, "unclear", {},
+                            curve=_curve_numbers(frame, rows, curve, None))
+    origin = int(rows[curve.origin])
+    second = int(rows[curve.second]) if curve.second is not None else None
+    reading = LayerReading(int(rows.size), mismatch, origin, curve.pattern,
+                           float(curve.steps[curve.origin]), worst, "unclear", {}, second,
+                           curve=_curve_numbers(frame, rows, curve, worst))
+    if reading.located:         # accumulation has no single source to give a kind
+        reading.kind, reading.kind_detail = error_kind(frame, origin, limits)
+        if second is not None:
+            reading.second_kind, reading.second_detail = error_kind(frame, second, limits)
+    return reading
 
 
-def _spans(frame: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    if "base_model_min" not in frame or "base_model_max" not in frame:
-        return np.ones(rows.size)
-    span = (frame["base_model_max"].to_numpy(dtype=float) -
-            frame["base_model_min"].to_numpy(dtype=float))[rows]
-    return np.where(np.isfinite(span) & (span > 0), span, 1.0)
+def _worst(cos: np.ndarray, qsteps: np.ndarray, atol: np.ndarray) -> int:
+    """The lowest Cosine; without any, the largest Atol (in steps where known)."""
+    if (~np.isnan(cos)).any():
+        return int(np.nanargmin(cos))
+    return int(np.nanargmax(qsteps if (~np.isnan(qsteps)).any() else atol))
+
+
+def _curve_numbers(frame: pd.DataFrame, rows: np.ndarray, curve: Curve,
+                   worst: int | None) -> dict:
+    """The numbers behind a reading, rows as frame positions (None: no such row)."""
+    def row(k):
+        return int(rows[k]) if k is not None else None
+    cos = numeric_column(frame, "cosine")[rows]
+    known = cos[~np.isnan(cos)]
+    origin, second = curve.origin, curve.second
+    start = curve.start if curve.pattern in ("gradual", "accumulation_with_step") else origin
+    return {"fired": curve.fired, "sources": curve.sources, "start": row(start),
+            "typical_step": curve.typical,
+            "largest_step": float(curve.steps[curve.largest]) if curve.largest is not None
+            else 0.0, "largest": row(curve.largest),
+            "declining": int((curve.steps > 0).sum()),
+            "loss": float(1.0 - known.min()) if known.size else 0.0,
+            "loss_before": float(curve.loss_before[origin]) if origin is not None else 0.0,
+            "steps_before": _number(curve.qbefore[origin]) if origin is not None else 0.0,
+            "second_drop": float(curve.steps[second]) if second is not None else 0.0,
+            "region": _region(frame, row(start), worst)
+            if curve.pattern in ("gradual", "accumulation_with_step") else ""}
+
+
+def _region(frame: pd.DataFrame, first: int, last: int | None) -> str:
+    """The module path holding the rows from ``first`` to ``last``: their longest common
+    dotted prefix (that of the first and last name in sorted order); where they share
+    none, the top-level module ``first`` lies in."""
+    if "mod_name" not in frame:
+        return ""
+    end = (last if last is not None and last >= first else first) + 1
+    names = [n.strip() for n in frame["mod_name"].to_numpy(dtype=object)[first:end]
+             if isinstance(n, str) and n.strip()]
+    if not names:
+        return ""
+    low, high = min(names).split("."), max(names).split(".")
+    common = []
+    for a, b in zip(low, high, strict=False):
+        if a != b:
+            break
+        common.append(a)
+    start = frame["mod_name"].iat[first]
+    return ".".join(common) or (start.strip().split(".")[0] if isinstance(start, str)
+                                else low[0])
+
+
+def _number(value) -> float:
+    return float(value) if value is not None and np.isfinite(value) else 0.0
 
 
 def error_kind(frame: pd.DataFrame, position: int, limits: Thresholds = DEFAULT):
-    """truncation / rounding at one row, from ranges and qscale x qmax."""
+    """(kind, detail) of the error at one row: truncation (range evidence), lut (a LUT op),
+    conversion (tens of quantization steps with the range covered), rounding (a few
+    steps), else unclear (knowledge.md §16 R3.9, R3.11)."""
     def num(column):
-        if column not in frame:
-            return float("nan")
-        return float(frame[column].iat[position])
+        return float(frame[column].iat[position]) if column in frame else float("nan")
 
     bmin, bmax, amin, amax = (num("base_model_min"), num("base_model_max"),
                               num("analy_model_min"), num("analy_model_max"))
-    qscale = num("qscale")
-    qmax = QMAX.get(_text(frame, "quant_dtype", position))
+    qscale, dtype_text = num("qscale"), _text(frame, "quant_dtype", position)
+    rep = representable(dtype_text, qscale, num("zero_point"))
+    evidence = range_evidence(rep, (bmin, bmax), (amin, amax))
+    steps = float(quantization_steps(frame.iloc[[position]])[0])
+    lut = lut_op(_text(frame, "analy_op_type", position), _text(frame, "mod_name", position)) \
+        or lut_op(_text(frame, "base_op_type", position), _text(frame, "mod_name", position))
     base_abs = max(abs(bmin), abs(bmax)) if not np.isnan(bmin + bmax) else float("nan")
-    detail = {"base_range": bmax - bmin, "analysis_range": amax - amin,
-              "base_absmax": base_abs,
-              "scale_limit": qscale * qmax if qmax and not np.isnan(qscale) else float("nan")}
-    ratio = detail["analysis_range"] / detail["base_range"] if detail["base_range"] > 0 else float("nan")
-    detail["range_ratio"] = ratio
-    narrow = not np.isnan(ratio) and ratio < limits.range_narrow
-    clipped = not np.isnan(detail["scale_limit"]) and not np.isnan(base_abs) and \
-        detail["scale_limit"] < base_abs * 0.999
-    if narrow or clipped:
-        return "truncation", detail
-    if not np.isnan(ratio):
-        return "rounding", detail
-    return "unclear", detail
+    base_range, analysis_range = bmax - bmin, amax - amin
+    ratio = analysis_range / base_range if base_range > 0 else float("nan")
+    detail = {"dtype": dtype_text, "dtype_known": dtype_name(dtype_text) is not None,
+              "range_known": rep is not None, "qscale": qscale,
+              "qmin": rep.qmin if rep else 0, "qmax": rep.qmax if rep else 0,
+              "zero_point": rep.zero_point if rep else 0.0,
+              "zero_point_given": bool(rep and rep.zero_point_given),
+              "range_placed": bool(rep and rep.placed),
+              "range_low": rep.low if rep else float("nan"),
+              "range_high": rep.high if rep else float("nan"),
+              "range_width": rep.width if rep else float("nan"),
+              "base_min": bmin, "base_max": bmax, "analy_min": amin, "analy_max": amax,
+              "base_absmax": base_abs, "base_range": base_range,
+              "analysis_range": analysis_range, "range_ratio": ratio,
+              "narrower": bool(not np.isnan(ratio) and ratio < limits.range_narrow),
+              "clipped": evidence.clipped, "at_edge": evidence.at_edge,
+              "covered": evidence.covered, "room": evidence.room,
+              "scale_limit": rep.high if rep and rep.placed else float("nan"),
+              "steps": steps, "steps_known": bool(np.isfinite(steps)), "lut_op": lut or ""}
+    return _kind(detail, limits), detail
+
+
+def _kind(d: dict, limits: Thresholds) -> str:
+    if d["covered"] == "no":
+        return "truncation"
+    if d["lut_op"]:
+        return "lut"
+    if not d["steps_known"]:
+        return "unclear"
+    if d["steps"] >= limits.conversion_steps:
+        return "conversion" if d["covered"] == "yes" else "unclear"
+    return "rounding"
 
 
 def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
@@ -211,25 +286,46 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
     def layer(position):
         return _text(frame, "mod_name", position) or f"row {int(frame['_index'].iat[position])}"
 
+    def row_number(position):
+        return int(frame["_index"].iat[position]) if position is not None else 0
+
+    steps = quantization_steps(frame)
     if reading.origin is not None:
-        p = reading.origin
-        facts.append({"type": "layer_origin", "analysis": analysis, "layer": layer(p),
-                      "row": int(frame["_index"].iat[p]), "pattern": reading.pattern,
-                      "op_type": _text(frame, "analy_op_type", p) or _text(frame, "base_op_type", p),
-                      "dtype": _text(frame, "quant_dtype", p), "qscale": value("qscale", p),
-                      "cosine": value("cosine", p), "atol": value("atol", p),
-                      "drop": round(reading.drop, 9), "qdiff": value("max_qscale_diff", p),
-                      "base_min": value("base_model_min", p), "base_max": value("base_model_max", p),
-                      "analy_min": value("analy_model_min", p),
-                      "analy_max": value("analy_model_max", p), "source": where(p),
-                      "locations": place(p)})
-        d = reading.kind_detail
-        facts.append({"type": "error_kind", "analysis": analysis, "layer": layer(p),
-                      "kind": reading.kind,
-                      "range_ratio": _finite(d.get("range_ratio")),
-                      "base_absmax": _finite(d.get("base_absmax")),
-                      "scale_limit": _finite(d.get("scale_limit")), "source": where(p),
-                      "locations": place(p)})
+        p, c, second = reading.origin, reading.curve, reading.second
+        start = c.get("start")
+        facts.append({
+            "type": "layer_origin", "analysis": analysis, "layer": layer(p),
+            "row": row_number(p), "pattern": reading.pattern, "located": reading.located,
+            "fired": c.get("fired", "none"),
+            "op_type": _text(frame, "analy_op_type", p) or _text(frame, "base_op_type", p),
+            "dtype": _text(frame, "quant_dtype", p), "qscale": value("qscale", p),
+            "cosine": value("cosine", p), "atol": value("atol", p),
+            "drop": round(reading.drop, 9), "qdiff": _number(steps[p]),
+            "qdiff_known": bool(np.isfinite(steps[p])),
+            "steps_before": c.get("steps_before", 0.0),
+            "loss_before": round(c.get("loss_before", 0.0), 9),
+            "typical_step": round(c.get("typical_step", 0.0), 9),
+            "largest_step": round(c.get("largest_step", 0.0), 9),
+            "largest_row": row_number(c.get("largest")),
+            "declining": c.get("declining", 0), "loss": round(c.get("loss", 0.0), 9),
+            "sources": c.get("sources", 0),
+            "start_layer": layer(start) if start is not None else "",
+            "start_row": row_number(start),
+            "second_layer": layer(second) if second is not None else "",
+            "second_row": row_number(second),
+            "second_drop": round(c.get("second_drop", 0.0), 9),
+            "second_cosine": value("cosine", second) if second is not None else 0.0,
+            "region": c.get("region", ""),
+            "base_min": value("base_model_min", p), "base_max": value("base_model_max", p),
+            "analy_min": value("analy_model_min", p),
+            "analy_max": value("analy_model_max", p), "source": where(p),
+            "locations": place(p)})
+        if reading.located:
+            facts.append(_kind_fact(analysis, layer(p), 1, reading.kind, reading.kind_detail,
+                                    where(p), place(p)))
+        if second is not None:
+            facts.append(_kind_fact(analysis, layer(second), 2, reading.second_kind,
+                                    reading.second_detail, where(second), place(second)))
     if reading.worst is not None:
         w = reading.worst
         facts.append({"type": "layer_worst", "analysis": analysis, "layer": layer(w),
@@ -241,6 +337,27 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
                       if reading.origin is not None else 0, "source": where(w),
                       "locations": place(w)})
     return facts
+
+
+# error_kind fields copied from the detail as numbers (NaN, i.e. unknown, becomes 0: the
+# booleans beside them say whether the number is known)
+_KIND_NUMBERS = ("range_ratio", "base_absmax", "scale_limit", "qscale", "zero_point",
+                 "range_low", "range_high", "range_width", "base_min", "base_max",
+                 "analy_min", "analy_max", "room", "steps")
+_KIND_FLAGS = ("dtype_known", "range_known", "zero_point_given", "range_placed", "narrower",
+               "clipped", "at_edge", "steps_known")
+
+
+def _kind_fact(analysis: str, layer: str, order: int, kind: str, detail: dict, source: str,
+               locations) -> dict:
+    fact = {"type": "error_kind", "analysis": analysis, "layer": layer, "order": order,
+            "kind": kind, "dtype": detail.get("dtype", ""),
+            "qmin": int(detail.get("qmin", 0)), "qmax": int(detail.get("qmax", 0)),
+            "covered": detail.get("covered", "unknown"), "lut_op": detail.get("lut_op", ""),
+            "source": source, "locations": locations}
+    fact.update({name: _finite(detail.get(name)) for name in _KIND_NUMBERS})
+    fact.update({name: bool(detail.get(name, False)) for name in _KIND_FLAGS})
+    return fact
 
 
 def _finite(value) -> float:

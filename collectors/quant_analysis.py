@@ -139,7 +139,22 @@ def _probe_manifest(path: Path) -> dict:
     baseline, analysis = data.get("baseline"), data.get("analysis")
     if baseline not in STAGES or analysis not in STAGES:
         baseline, analysis = ANALYSIS_TYPE_STAGES[kind]
-    return {"type": kind, "baseline": baseline, "analysis": analysis}
+    listed = data.get("files") if isinstance(data.get("files"), list) else []
+    return {"type": kind, "baseline": baseline, "analysis": analysis,
+            # knowledge.md §16 R3.10: a sensitivity the probe ran counts as run
+            "sensitivity": data.get("sensitivity") is True,
+            "tables": [n for n in map(str, listed) if SENSITIVITY_RE.match(n)]}
+
+
+def _missing_probe_tables(probe: dict | None, found: dict, prel: str) -> list[dict]:
+    """The sensitivity tables probe_run.yaml lists that are not in the folder: the run
+    happened, its tables were not kept."""
+    missing = [n for n in (probe or {}).get("tables", []) if n not in found]
+    if not missing:
+        return []
+    return [_problem(prel, reason("probe_run.yaml lists sensitivity tables that are not in "
+                                  "the folder: {names}", names=", ".join(missing[:5])),
+                     True, prel)]
 
 
 def _type_from_content(compare) -> str:
@@ -179,8 +194,43 @@ def collect_quant_analysis(case: Case, trust_pickles: bool = False,
                                   case.source("artifacts"), case_key(case, "artifacts")))
             continue
         facts += _folder_facts(case, folder, rel, graph, trust_pickles, limits, files)
+    _read_against_origins(facts)
     facts += _model_check_facts(case, files)
     return facts
+
+
+def _read_against_origins(facts: list[dict]) -> None:
+    """Add to every sensitivity summary how it reads against compare_per_layer's clear
+    origins (cliffs) of the same model (knowledge.md §16 R3.10)."""
+    from .sensitivity import against_origins
+    folders = {f["analysis"]: f for f in facts if f["type"] == "qa_folder"}
+    cliffs: dict[str, list[str]] = {}
+    for fact in facts:
+        # clear origins: one source after a clean prefix, or two (R3.8), in order
+        if fact["type"] == "layer_origin" and fact["pattern"] in ("cliff", "two_sources"):
+            named = [fact["layer"], fact.get("second_layer", "")]
+            cliffs.setdefault(fact["analysis"], []).extend(n for n in named if n)
+    for fact in facts:
+        if fact["type"] == "sensitivity_summary":
+            fact.update(against_origins(fact, _origins_for(folders.get(fact["analysis"]),
+                                                           folders, cliffs)))
+
+
+def _origins_for(folder: dict | None, folders: dict[str, dict],
+                 cliffs: dict[str, list[str]]) -> list[str]:
+    """The cliffs of the folder's own compare table; for a folder holding sensitivity
+    alone (knowledge.md §6 rev 2 runs the convert sensitivity in a folder of its own),
+    those of the folders comparing the same analysis model by the same type."""
+    if folder is None:
+        return []
+    if folder["has_compare"]:
+        return cliffs.get(folder["analysis"], [])
+    if not folder["analysis_stage"]:
+        return []
+    same = (folder["comparison"], folder["analysis_stage"])
+    return [layer for name, other in folders.items()
+            if other["has_compare"] and (other["comparison"], other["analysis_stage"]) == same
+            for layer in cliffs.get(name, [])]
 
 
 def _read(facts: list[dict], rel: str, reader, path: Path, *args, files: CaseFiles, kind: str):
@@ -223,10 +273,12 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
     # prefer .txt over .pt of the same table
     stems = {p.name.rsplit(".", 1)[0] for p in sens_paths if p.suffix == ".txt"}
     sens_paths = [p for p in sens_paths if p.suffix == ".txt" or p.name.rsplit(".", 1)[0] not in stems]
+    facts += _missing_probe_tables(probe, found, prel if probe else "")
     facts.append({"type": "qa_folder", "analysis": rel, "comparison": kind,
                   "baseline": baseline, "analysis_stage": analysis_stage, "known_from": known,
                   "origin": _origin(case, rel, probe),
                   "has_compare": compare is not None, "has_sensitivity": bool(sens_paths),
+                  "sensitivity_ran": bool(sens_paths) or bool(probe and probe["sensitivity"]),
                   "has_advisor": any(n in found for n in ADVISOR_NAMES),
                   "has_badcase": "badcase.txt" in found or "all_badcase_info.pt" in found,
                   "source": rel})
@@ -245,7 +297,7 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
                      kind="pickle" if path.suffix == ".pt" else "table")
         if sens is None:
             continue
-        summary = summarise(sens, rel, srel, limits)
+        summary = summarise(sens, rel, srel, limits, baseline)
         if sens.problems:
             facts.append(_problem(srel, joined(sens.problems[:5]), True, srel))
         if summary is None:
@@ -254,7 +306,7 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
         top_row = ranked(sens)[0][0]                 # the row summarise names first
         facts += [{**summary, "locations": at(srel, top_row.line)},
                   sensitivity_series(sens, summary, srel)]
-        if summary["top_kind"] == "weight":
+        if summary["top_kind"] == "weight" and summary["usable"]:
             top_weight = summary["top_op"]
     for name in ADVISOR_NAMES:
         if name in found:

@@ -2,17 +2,19 @@
 
 Each value is the output error with only that op's fake quant on (knowledge.md §8):
 one value far above the rest is the main contributor, many close values mean
-accumulation, and a sound run ends in a tail near zero.
+accumulation, and a sound run ends in a tail near zero. What it cannot see (§16 R3.10):
+a fault that is no fake quantizer (a LUT, a clamp, a replaced op), and anything at all
+when the baseline is itself quantized.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .lut_ops import lut_op
 from .pt_files import load_pt
 from .qa_files import SENSITIVITY_RE
 from .reasons import reason
@@ -20,10 +22,10 @@ from .tables import simple_table
 from .thresholds import DEFAULT, Thresholds
 
 ASCENDING = {"cosine", "sqnr"}          # smaller is worse
-LUT_WORDS = ("sin", "cos", "exp", "rsqrt", "reciprocal", "sigmoid", "tanh", "log", "pow")
-_LUT_NAME = re.compile(r"(?:^|[._])(?:_generated_)?(" + "|".join(LUT_WORDS) + r")(?:$|[._\d])",
-                       re.IGNORECASE)
-_LUT_TYPE = re.compile(r"segment_?lut|\.(" + "|".join(LUT_WORDS) + r")'?>?$", re.IGNORECASE)
+# Stages that compute in fixed point: convert replaced every fake quant by integer
+# arithmetic (knowledge.md §2), and the deployment steps after it keep that.
+FIXED_POINT_STAGES = ("quantized_bc", "nv12_bc", "qdq_removed_bc", "hbm_x86", "board")
+MAX_RATIO = 1e6                         # ratios over a zero denominator are stated as this
 
 
 @dataclass
@@ -52,9 +54,33 @@ def parse_name(path: Path):
 
 
 def is_lut(row: SensitivityRow) -> bool:
-    last = row.op_name.rsplit(".", 1)[-1]
-    return bool(_LUT_NAME.search(last) or _LUT_NAME.search(row.op_name) or
-                _LUT_TYPE.search(row.op_type.strip()))
+    """A row whose op J6 evaluates by look-up table (knowledge.md §16 R3.11): its op type
+    decides; its name, by whole tokens, only when the type is unknown or generic."""
+    return lut_op(row.op_type, row.op_name) is not None
+
+
+def quantized_baseline(stage: str) -> bool:
+    """Whether a sensitivity measured against ``stage`` says nothing (knowledge.md §16 R3.10).
+
+    Sensitivity switches the analysis model's fake quantizers one at a time and measures
+    the output error against the baseline: that error is one op's quantization only when
+    the baseline computes without quantization error of its own. By knowledge.md §6 every
+    QuantAnalysis baseline is the float model or a fake-quant model (calib / qat,
+    qat.export.pt, qat.bc: float arithmetic, so the convert sensitivity run may take
+    qat.export.pt); from quantized.bc on (§2) the model computes in fixed point, every row
+    would carry the baseline's own quantization error, and the readings mean nothing.
+    An unknown baseline ("") is not taken as quantized.
+    """
+    return stage in FIXED_POINT_STAGES
+
+
+def same_layer(origin: str, op: str) -> bool:
+    """Whether a sensitivity op is the origin layer of compare_per_layer: the same name,
+    or one inside the other (a fused pattern's module, a block and its op)."""
+    origin, op = origin.strip(), op.strip()
+    if not origin or not op:
+        return False
+    return origin == op or op.startswith(origin + ".") or origin.startswith(op + ".")
 
 
 def load_sensitivity(path: Path, trust_pickles: bool = False) -> SensitivityFile:
@@ -166,8 +192,62 @@ def ranked(sens: SensitivityFile) -> tuple[list, np.ndarray]:
     return [rows[i] for i in order], values[order]
 
 
+def tail_size(count: int, share: float) -> int:
+    """How many of ``count`` values are "the lowest ``share``" (knowledge.md §16 R3.10):
+    ``count × share`` rounded down, at least one (the epsilon keeps 15 × 0.2, which is
+    3.0000000000000004 in floating point, at 3)."""
+    return max(1, int(count * share + 1e-9))
+
+
+def _ratio(top: float, other: float) -> float:
+    """top / other, capped; MAX_RATIO over a zero ``other``, 1 when both are zero."""
+    if other > 0:
+        return round(min(top / other, MAX_RATIO), 6)
+    return MAX_RATIO if top > 0 else 1.0
+
+
+def readings(badness: np.ndarray, limits: Thresholds = DEFAULT) -> dict:
+    """Dominance, flatness and the tail of badness values sorted most sensitive first.
+
+    The tail is the lowest ``tail_share`` of the values; it is near zero when its mean is
+    at most ``tail_near_zero`` of the top value. Fewer than five values, or a top value
+    of zero, are too few to call flat or to warn about.
+    """
+    count, top = len(badness), float(badness[0])
+    second = float(badness[1]) if count > 1 else 0.0
+    fifth = float(badness[min(4, count - 1)])
+    tail_count = tail_size(count, limits.tail_share)
+    tail = float(np.mean(badness[-tail_count:])) if count > 1 else 0.0
+    return {"dominance": _ratio(top, second),
+            "dominant": count > 1 and (second <= 0 < top or
+                                       (second > 0 and top / second >= limits.dominance)),
+            "spread": _ratio(top, fifth),
+            "flat": count >= 5 and fifth > 0 and top / fifth <= limits.flat_spread,
+            "tail_count": tail_count,
+            "tail_ratio": round(tail / top, 6) if top > 0 else 0.0,
+            "tail_near_zero": count < 5 or top <= 0 or tail <= limits.tail_near_zero * top}
+
+
+def against_origins(summary: dict, origins: list[str]) -> dict:
+    """A sensitivity read against the clear origins (cliffs) compare_per_layer found for
+    the same model (knowledge.md §16 R3.10): the origin wins. Flat, dominated by another
+    op, or with a tail that never reaches zero (every row carries an error no single fake
+    quantizer adds), the sensitivity does not cover the fault (``misses_origin``)."""
+    if not origins:
+        return {"origin_layer": "", "top_is_origin": False, "against_origin": False,
+                "misses_origin": False}
+    top_is_origin = any(same_layer(o, summary["top_op"]) for o in origins)
+    against = summary["dominant"] and not top_is_origin
+    floor = not summary["tail_near_zero"] and not top_is_origin
+    return {"origin_layer": origins[0], "top_is_origin": top_is_origin,
+            "against_origin": against, "misses_origin": summary["flat"] or against or floor}
+
+
 def summarise(sens: SensitivityFile, analysis: str, source: str,
-              limits: Thresholds = DEFAULT) -> dict | None:
+              limits: Thresholds = DEFAULT, baseline: str = "") -> dict | None:
+    """The sensitivity_summary fact of one table (without the origin reading, which
+    ``against_origins`` adds once every folder's compare table is read); ``baseline`` is
+    the stage the table was measured against, "" when unknown."""
     if not sens.rows:
         return None
     rows, b = ranked(sens)
@@ -176,21 +256,14 @@ def summarise(sens: SensitivityFile, analysis: str, source: str,
                                     count=len(sens.rows) - len(rows)))
     if not rows:
         return None
-    top = float(b[0])
-    second = float(b[1]) if len(b) > 1 else 0.0
-    fifth = float(b[min(4, len(b) - 1)])
-    tail_n = max(1, int(round(len(b) * limits.tail_share)))
-    tail = float(np.mean(b[-tail_n:])) if len(b) > 1 else 0.0
     luts = [r.op_name for r in rows[:limits.top_n] if is_lut(r)]
+    quantized = quantized_baseline(baseline)
     return {"type": "sensitivity_summary", "analysis": analysis, "output": sens.output,
             "metric": sens.metric, "rows": len(b), "top_op": rows[0].op_name,
             "top_kind": rows[0].sensitive_type or "activation",
             "top_op_type": rows[0].op_type.strip("<>'").replace("class '", ""),
-            "top_value": float(rows[0].value),
-            "dominance": round(min(top / second, 1e6), 6) if second > 0 else (1e6 if top > 0 else 1.0),
-            "dominant": len(b) > 1 and (second <= 0 < top or (second > 0 and top / second >= limits.dominance)),
-            "flat": len(b) >= 5 and fifth > 0 and top / fifth <= limits.flat_spread,
-            "tail_near_zero": len(b) < 5 or top <= 0 or tail <= limits.tail_near_zero * top,
+            "top_value": float(rows[0].value), **readings(b, limits),
             "lut_in_top": bool(luts), "lut_ops": ",".join(luts[:8]),
             "top_ops": ",".join(r.op_name for r in rows[:5]),
+            "baseline": baseline, "baseline_quantized": quantized, "usable": not quantized,
             "source": f"{source} line {rows[0].line}"}

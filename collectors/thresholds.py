@@ -8,12 +8,26 @@ from dataclasses import asdict, dataclass
 @dataclass(frozen=True)
 class Thresholds:
     cosine_good: float = 0.999        # a layer at or above this agrees with its baseline
-    cliff_drop: float = 0.01          # a cosine fall this large from the previous row is sharp
-    cliff_share: float = 0.5          # a cliff carrying this share of the total loss is "the" source
-    atol_jump: float = 10.0           # Atol / baseline range this many times the previous row's: a jump ...
+    cliff_drop: float = 0.01          # a cosine fall this large below the rows before is sharp
+    # a step counts only when the rows right after it keep this share of it (a dip that
+    # the next rows take back at once, as a softmax does its logits', is no source)
+    cliff_share: float = 0.5
+    atol_jump: float = 10.0           # Atol in quantization steps this many times the largest before: a jump ...
     atol_jump_steps: float = 2.0      # ... when it is also this many quantization steps
-    range_narrow: float = 0.9         # analysis range below this share of the baseline's: truncated
-    dominance: float = 2.0            # top-1 sensitivity this many times the second: dominant
+    # Atol of a row in the clean band, in quantization steps: about one step of its own
+    # rounding where both sides are quantized (1 suits qat.bc vs quantized.bc); against a
+    # float baseline the largest element error of a clean row (Cosine 0.9999) carries the
+    # rounding of every row before it and reaches ten steps and more
+    band_steps: float = 16.0
+    # a step after earlier loss is a new source only when it adds at least this times the
+    # loss so far (1.5: the loss grows 2.5-fold); an error passed on through one more layer,
+    # even where a small pooled vector's Cosine exaggerates it, grows it less
+    source_growth: float = 1.5
+    # Atol at the origin this many quantization steps or more, with the range covered: the
+    # op's conversion / requantization, not rounding (about one step per element)
+    conversion_steps: float = 10.0
+    range_narrow: float = 0.9         # analysis range below this share of the baseline's: narrower
+    dominance: float = 2.0            # top-1 sensitivity / a cosine step this many times the next / typical: dominant
     flat_spread: float = 1.5          # top-1 within this factor of the 5th: flat (accumulation)
     tail_share: float = 0.2           # the last share of sensitivity rows is "the tail" ...
     tail_near_zero: float = 0.01      # ... near zero when at most this share of the top value

@@ -43,8 +43,11 @@ def layer_changes(old: dict, new: dict) -> list[dict]:
     out = []
     for ftype, fields in _LAYER_FIELDS.items():
         def keyed(report, fields=fields, ftype=ftype):
-            return {(f["analysis"], f.get("output", ""), f.get("metric", "")):
-                    {k: f.get(k) for k in fields} for f in facts_of(report, ftype)}
+            found = {}              # the first per folder: a second source's kind comes after
+            for f in facts_of(report, ftype):
+                found.setdefault((f["analysis"], f.get("output", ""), f.get("metric", "")),
+                                 {k: f.get(k) for k in fields})
+            return found
         before, after = keyed(old), keyed(new)
         for key in sorted(set(before) | set(after)):
             if before.get(key) != after.get(key):

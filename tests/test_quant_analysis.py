@@ -39,16 +39,21 @@ def rules_of(report: dict) -> set[str]:
     return {f["rule"] for f in report["findings"]}
 
 
-# scenario -> (origin layer, pattern, error kind, finding rules that must appear, must not)
+# scenario -> (origin layer, pattern, error kind (None: accumulation names no source),
+# finding rules that must appear, must not). The cliff rows' origin has Atol 46
+# quantization steps with the qint8 range covering the baseline: the op's conversion
 EXPECT = {
-    "cliff": ("neck.fuse.relu", "cliff", "rounding", {"LY010", "LY041", "LY031"}, {"LY011", "LY042"}),
-    "gradual": ("decoder.layer1.linear", "gradual", "rounding", {"LY011", "LY020"}, {"LY010"}),
-    "truncation": ("head.reciprocal", "cliff", "truncation", {"LY010", "LY030", "LY054", "LY041"}, {"LY031"}),
-    "rounding": ("head.bbox.conv", "cliff", "rounding", {"LY010", "LY031"}, {"LY030"}),
+    "cliff": ("neck.fuse.relu", "cliff", "conversion", {"LY010", "LY041", "LY033"},
+              {"LY011", "LY042", "LY031"}),
+    "gradual": ("decoder.layer1.linear", "gradual", None, {"LY011", "LY020"},
+                {"LY010", "LY031"}),
+    "truncation": ("head.reciprocal", "cliff", "truncation", {"LY010", "LY030", "LY054", "LY041"},
+                   {"LY031", "LY034", "LY035"}),
+    "rounding": ("head.bbox.conv", "cliff", "rounding", {"LY010", "LY031"}, {"LY030", "LY033"}),
     # a convert case: the LUTs are fixed-pointed already, so no quantized_forward bisection
-    "lut": ("neck.fuse.relu", "cliff", "rounding", {"LY045"}, {"LY040"}),
-    "flat": ("decoder.layer1.linear", "gradual", "rounding", {"LY011", "LY042"}, {"LY041"}),
-    "broken_run": ("neck.fuse.relu", "cliff", "rounding", {"LY043", "LY060"}, set()),
+    "lut": ("neck.fuse.relu", "cliff", "conversion", {"LY045"}, {"LY040"}),
+    "flat": ("decoder.layer1.linear", "gradual", None, {"LY011", "LY042"}, {"LY041"}),
+    "broken_run": ("neck.fuse.relu", "cliff", "conversion", {"LY048", "LY060"}, {"LY042", "LY043"}),
 }
 
 
@@ -58,7 +63,7 @@ def test_scenario_findings(tmp_path, scenario):
     origin_layer, pattern, kind, must, must_not = EXPECT[scenario]
     origin = facts_of(report, "layer_origin")[0]
     assert (origin["layer"], origin["pattern"]) == (origin_layer, pattern)
-    assert facts_of(report, "error_kind")[0]["kind"] == kind
+    assert [f["kind"] for f in facts_of(report, "error_kind")] == ([kind] if kind else [])
     assert must <= rules_of(report), rules_of(report)
     assert not (must_not & rules_of(report))
     for finding in report["findings"]:
@@ -334,15 +339,18 @@ def test_advisor_csv(tmp_path):
     assert (message["layer"], message["kind"]) == ("head.exp", "scale_not_cover")
 
 
-def test_atol_jump_is_relative_to_the_row_range(tmp_path):
-    """A ReLU up to 15 after a sigmoid in [0, 1]: 20x the Atol is the same relative error,
-    no jump; the same Atol on a [0, 1] row is one (real networks mix such ranges)."""
+def test_atol_jump_is_counted_in_quantization_steps(tmp_path):
+    """A ReLU up to 15 after a sigmoid in [0, 1]: 20x the Atol at a 15x coarser qscale is
+    about as many quantization steps, no jump; the same Atol at the sigmoid's qscale is
+    100 steps, a jump. With Cosine in the clean band that is an outlier of a few elements
+    (knowledge.md §16 R3.8), never a sharp cosine drop."""
     from qcdoctor.collectors.compare_layers import load_compare, read_layers
 
     def rows(wide: bool):
         return [layer("se.sigmoid", 0.9995, base=(0.0, 1.0), atol=0.02, qscale=0.0039),
-                layer("activ", 0.9995, base=(0.0, 15.0 if wide else 1.0), atol=0.4, qscale=0.06)]
+                layer("activ", 0.9995, base=(0.0, 15.0 if wide else 1.0), atol=0.4,
+                      qscale=0.06 if wide else 0.0039)]
     agree = read_layers(load_compare(write_compare(tmp_path / "a", rows(True), "23", "csv")))
-    assert agree.origin is None
+    assert agree.origin is None and agree.pattern == "none"
     jump = read_layers(load_compare(write_compare(tmp_path / "b", rows(False), "23", "csv")))
-    assert jump.origin == 1 and jump.pattern == "cliff"
+    assert (jump.origin, jump.pattern, jump.curve["fired"]) == (1, "outlier", "atol_jump")

@@ -47,9 +47,10 @@ def truncation_rows():
 
 
 def rounding_rows():
+    # rounding: the error is about one quantization step (Atol 1.2 x qscale), the range kept
     rows = [layer(f"pre.{i}", 0.99996) for i in range(4)]
     rows.append(layer("head.bbox.conv", 0.93, dtype="qint8", qscale=0.0079, base=(-1.0, 1.0),
-                      analy=(-0.995, 1.0)))
+                      analy=(-0.995, 1.0), atol=0.0095))
     rows += [layer(f"post.{i}", 0.925 - i * 0.002) for i in range(3)]
     return rows
 
