@@ -16,6 +16,7 @@ from .dump_facts import collect_dumps
 from .environment import detect_march, installed_versions
 from .files import CaseFiles
 from .platform import platform_fact
+from .qa_files import COMPARE_NAMES, SENSITIVITY_RE
 from .quant_analysis import collect_quant_analysis
 from .series import split_series
 from .stages import derive_stage_facts
@@ -127,13 +128,26 @@ def consistency_fact(case: Case) -> dict:
             "locations": case_key(case, "consistency_levels_tried")}
 
 
-def analysis_facts(case: Case) -> list[dict]:
-    facts, summary = [], {}
+def analysis_facts(case: Case, sensitivity_in: frozenset[str] = frozenset(),
+                   absent: dict[str, str] | None = None) -> list[dict]:
+    """The analyses_run entries; ``sensitivity_in``: the folders whose sensitivity ran by
+    their own files (tables, or the probe's manifest), which count as run whatever the
+    entry says (knowledge.md §16 R3.10). ``absent``: out_dir (normalised) -> why it holds
+    no readable output. Such an entry counts as not run (R3.4): it stays a declared run
+    (what the user did, which pitfalls read) but is left out of the summary that tells
+    an analysis as done, and an ``analysis_absent`` fact names its folder."""
+    facts, summary, gone = [], {}, []
+    ran = {os.path.normpath(folder) for folder in sensitivity_in}
     for i, run in enumerate(case.get("analyses_run", [])):
         kind = analysis_type(run.get("type"), run["analysis"])
+        problem = (absent or {}).get(os.path.normpath(str(run.get("out_dir") or ".")))
+        if problem and run.get("out_dir"):
+            gone.append(_absent_fact(case, i, run, kind, problem))
+        sensitivity = run.get("sensitivity", False) or bool(
+            run.get("out_dir") and os.path.normpath(str(run["out_dir"])) in ran)
         facts.append({"type": "analysis_run", "analysis_model_type": kind,
                       "baseline": run["baseline"], "analysis": run["analysis"],
-                      "sensitivity": run.get("sensitivity", False),
+                      "sensitivity": sensitivity,
                       "separate_runs": run.get("separate_runs", False),
                       "out_dir": run.get("out_dir", ""),
                       "mixes_torch_and_bc": torch_vs_bc(run["baseline"], run["analysis"]),
@@ -143,13 +157,68 @@ def analysis_facts(case: Case) -> list[dict]:
                           case.get("has_task_input", False)),
                       "source": case.source(f"analyses_run[{i}].baseline"),
                       "locations": case_key(case, f"analyses_run[{i}].baseline")})
+        if problem and run.get("out_dir"):
+            continue
         runs, sens = summary.get(kind, (0, False))
-        summary[kind] = (runs + 1, sens or run.get("sensitivity", False))
+        summary[kind] = (runs + 1, sens or sensitivity)
     facts += [{"type": "analysis_summary", "analysis_model_type": kind, "runs": runs,
                "with_sensitivity": sens, "source": case.source("analyses_run"),
                "locations": case_key(case, "analyses_run")}
               for kind, (runs, sens) in sorted(summary.items())]
-    return facts
+    folders = ", ".join(dict.fromkeys(f["out_dir"] for f in gone))
+    return facts + [{**f, "folders": folders} for f in gone]
+
+
+def _absent_fact(case: Case, index: int, run: dict, kind: str, problem: str) -> dict:
+    return {"type": "analysis_absent", "analysis_model_type": kind,
+            "baseline": run["baseline"], "analysis": run["analysis"],
+            "out_dir": str(run["out_dir"]), "problem": problem,
+            "source": case.source(f"analyses_run[{index}].out_dir"),
+            "locations": case_key(case, f"analyses_run[{index}].out_dir")}
+
+
+def absent_outputs(case: Case, files: CaseFiles, artifacts: list[dict]) -> dict[str, str]:
+    """knowledge.md §16 R3.4: out_dir (normalised) -> why the analyses_run entry naming it
+    has no readable output: ``folder_missing``, ``folder_outside`` (refused),
+    ``folder_empty`` (no QuantAnalysis file), ``tables_unreadable`` (none of its tables
+    could be read) or ``folder_not_read`` (not among artifacts.quant_analysis)."""
+    if case.folder is None or not case.folder.is_dir():
+        return {}           # a case with no folder of its own has no outputs to look for
+    # a folder is read when its per-layer table or one of its sensitivity tables was
+    readable = {os.path.normpath(f["analysis"]): f["has_compare"]
+                for f in artifacts if f["type"] == "qa_folder"}
+    for fact in artifacts:
+        if fact["type"] == "sensitivity_summary" and \
+                os.path.normpath(fact["analysis"]) in readable:
+            readable[os.path.normpath(fact["analysis"])] = True
+    out = {}
+    for run in case.get("analyses_run", []):
+        if not run.get("out_dir"):
+            continue
+        key = os.path.normpath(str(run["out_dir"]))
+        problem = _output_problem(case.folder / key, readable.get(key), files)
+        if problem:
+            out[key] = problem
+    return out
+
+
+def _output_problem(folder: Path, readable: bool | None, files: CaseFiles) -> str:
+    if readable is not None:            # the QuantAnalysis collector read the folder
+        return "" if readable else "tables_unreadable"
+    if not files.inside(folder):
+        return "folder_outside"
+    if not folder.is_dir():
+        return "folder_missing"
+    return "folder_not_read" if holds_qa_output(folder) else "folder_empty"
+
+
+def holds_qa_output(folder: Path) -> bool:
+    """A table QuantAnalysis (or qcdoctor probe) writes, directly in ``folder``."""
+    try:
+        found = [p.name for p in folder.iterdir()]
+    except OSError:
+        return False
+    return any(n in COMPARE_NAMES or SENSITIVITY_RE.match(n) for n in found)
 
 
 def collect_facts(case: Case, **options) -> list[dict]:
@@ -192,13 +261,21 @@ def collect_case(case: Case, *, environ=None, cwd: Path | None = None,
     stages = with_stage_locations(derive_stage_facts(case, dump_pairs), case, dump_pairs)
     return (stages + [case_fact(case)] + evidence_facts(case)
             + platform + version_facts(case, installed)
-            + user_check_facts(case) + [consistency_fact(case)] + analysis_facts(case)
+            + user_check_facts(case) + [consistency_fact(case)]
+            + analysis_facts(case, _sensitivity_folders(artifacts),
+                             absent_outputs(case, files, artifacts))
             + artifacts + _located_problems(case, files.problem_facts())), series
+
+
+def _sensitivity_folders(artifacts: list[dict]) -> frozenset[str]:
+    return frozenset(f["analysis"] for f in artifacts
+                     if f["type"] == "qa_folder" and f.get("sensitivity_ran"))
 
 
 # the stages each fact derived from the stage table compares (derive_stage_facts)
 _STAGE_FIELDS = {"calib_recovered": (), "stage_rise": ("before", "after"),
-                 "transition": ("from", "to"), "non_monotonic": ("abnormal", "normal")}
+                 "transition": ("from", "to"), "non_monotonic": ("abnormal", "normal"),
+                 "further_drop": ("from", "to"), "metric_scale": ("high", "low")}
 
 
 def with_stage_locations(facts: list[dict], case: Case, dump_pairs: list[dict]) -> list[dict]:

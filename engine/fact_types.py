@@ -106,6 +106,26 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     "stage_rise": {"before": _s(*STAGES), "after": _s(*STAGES), "gain": _f(), "limit": _f()},
     # calib abnormal while qat is normal: QAT recovered the calibration loss
     "calib_recovered": {},
+    # §16 R3.3: a later step, from the first abnormal stage on, that loses more than the
+    # tolerance against the evaluated stage before it; stage/suspect name the step as the
+    # stage table of knowledge.md §5 does
+    "further_drop": {"from": _s(*STAGES), "to": _s(*STAGES), "gap": _i(0),
+                     "skipped": _s(*STAGES, "", default=""),
+                     "bisect": _s(*STAGES, "", default=""), "drop": _f(), "limit": _f(),
+                     "stage": _s(*CONCLUSION_STAGES), "suspect": _s(default="")},
+    # §16 R3.1: a metric whose name gives no direction, read both ways; what each reading
+    # concludes and whether they agree
+    "direction_readings": {"metric": _s(default=""), "agree": _b(),
+                           "higher_stage": _s(*CONCLUSION_STAGES),
+                           "higher_suspect": _s(default=""),
+                           "lower_stage": _s(*CONCLUSION_STAGES),
+                           "lower_suspect": _s(default="")},
+    # §16 R3.2: values of one metric on two scales (percent vs fraction); high/low are the
+    # first stage of each scale, *_stages all of them with their values
+    "metric_scale": {"metric": _s(default=""), "kind": _s("fraction", "ratio"),
+                     "high": _s(*STAGES), "low": _s(*STAGES), "high_value": _f(),
+                     "low_value": _f(), "high_stages": _s(default=""),
+                     "low_stages": _s(default="")},
     "evidence_summary": {"given": _b(), "sufficient": _b(), "single_frame_only": _b()},
     "evidence": {"kind": _s(*EVIDENCE_KINDS)},
     "case": {"symptom_given": _b(), "badcase": _s("available", "dataset_only", "none", "unknown"),
@@ -132,6 +152,13 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                      "needs_two_runs": _b()},
     "analysis_summary": {"analysis_model_type": _s(*ANALYSIS_TYPES), "runs": _i(0),
                          "with_sensitivity": _b()},
+    # §16 R3.4: an analyses_run entry whose out_dir holds no readable output; it counts as
+    # not run (no analysis_run fact). folders: every such out_dir, for one question
+    "analysis_absent": {"analysis_model_type": _s(*ANALYSIS_TYPES), "baseline": _s(*STAGES),
+                        "analysis": _s(*STAGES), "out_dir": _s(default=""),
+                        "problem": _s("folder_missing", "folder_outside", "folder_empty",
+                                      "tables_unreadable", "folder_not_read"),
+                        "folders": _s(default="")},
     # --- QuantAnalysis outputs (collectors/quant_analysis.py); "analysis" is the folder
     "qa_folder": {"analysis": _s(default=""), "comparison": _s("unknown", *QA_TYPES),
                   "baseline": _s(*STAGES, "", default=""),
@@ -140,18 +167,44 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                   # which tool wrote the tables: the Horizon profiler or qcdoctor probe
                   "origin": _s("profiler", "probe", default="profiler"),
                   "has_compare": _b(), "has_sensitivity": _b(), "has_advisor": _b(),
-                  "has_badcase": _b()},
+                  "has_badcase": _b(),
+                  # sensitivity tables present, or the probe's manifest says it ran one
+                  "sensitivity_ran": _b()},
     "layer_table": {"analysis": _s(default=""), "rows": _i(0), "compared": _i(0),
                     "mismatch_rows": _i(0), "layout": _s("16", "23", "upper", "other"),
                     "partial": _b(), "abnormal": _b()},
+    # the per-layer curve (collectors/layer_curve.py, knowledge.md §16 R3.8): layer/row is
+    # the (first) source, or where accumulation starts (gradual); located: a source op is
+    # named; fired: what made the step stand out; drop: its Cosine step; qdiff: Atol at
+    # the row in quantization steps (qdiff_known), steps_before: the largest before it
     "layer_origin": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
-                     "pattern": _s("cliff", "gradual"), "op_type": _s(default=""),
+                     "pattern": _s("cliff", "gradual", "accumulation_with_step",
+                                   "two_sources", "outlier"),
+                     "located": _b(), "fired": _s("cosine_drop", "dominant_step", "atol_jump",
+                                                  "none", default="none"),
+                     "op_type": _s(default=""),
                      "dtype": _s(default=""), "qscale": _f(), "cosine": _f(), "atol": _f(),
-                     "drop": _f(), "qdiff": _f(), "base_min": _f(), "base_max": _f(),
+                     "drop": _f(), "qdiff": _f(), "qdiff_known": _b(), "steps_before": _f(),
+                     "loss_before": _f(), "typical_step": _f(), "largest_step": _f(),
+                     "largest_row": _i(0), "declining": _i(0), "loss": _f(), "sources": _i(0),
+                     "start_layer": _s(default=""), "start_row": _i(0),
+                     "second_layer": _s(default=""), "second_row": _i(0), "second_drop": _f(),
+                     "second_cosine": _f(), "region": _s(default=""),
+                     "base_min": _f(), "base_max": _f(),
                      "analy_min": _f(), "analy_max": _f()},
-    "error_kind": {"analysis": _s(default=""), "layer": _s(default=""),
-                   "kind": _s("truncation", "rounding", "unclear"), "range_ratio": _f(),
-                   "base_absmax": _f(), "scale_limit": _f()},
+    # the kind of error at a source row (order 1: the origin, 2: the second source);
+    # numbers whose flag (dtype_known, range_known, range_placed, steps_known) is false
+    # are unknown, written 0 (knowledge.md §16 R3.9, R3.11)
+    "error_kind": {"analysis": _s(default=""), "layer": _s(default=""), "order": _i(1),
+                   "kind": _s("truncation", "rounding", "conversion", "lut", "unclear"),
+                   "range_ratio": _f(), "base_absmax": _f(), "scale_limit": _f(),
+                   "dtype": _s(default=""), "dtype_known": _b(), "range_known": _b(),
+                   "qscale": _f(), "qmin": _i(0), "qmax": _i(0), "zero_point": _f(),
+                   "zero_point_given": _b(), "range_placed": _b(), "range_low": _f(),
+                   "range_high": _f(), "range_width": _f(), "base_min": _f(), "base_max": _f(),
+                   "analy_min": _f(), "analy_max": _f(), "narrower": _b(), "clipped": _b(),
+                   "at_edge": _b(), "covered": _s(*TRISTATE), "room": _f(), "steps": _f(),
+                   "steps_known": _b(), "lut_op": _s(default="")},
     "layer_worst": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
                     "cosine": _f(), "atol": _f(), "is_origin": _b(), "has_origin": _b(),
                     "origin_layer": _s(default=""), "origin_row": _i(0)},
@@ -163,7 +216,17 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                             "top_kind": _s(default="activation"), "top_op_type": _s(default=""),
                             "top_value": _f(), "dominance": _f(), "dominant": _b(), "flat": _b(),
                             "tail_near_zero": _b(True), "lut_in_top": _b(),
-                            "lut_ops": _s(default=""), "top_ops": _s(default="")},
+                            "lut_ops": _s(default=""), "top_ops": _s(default=""),
+                            # top / 5th value; the lowest tail_count values' mean / top
+                            "spread": _f(), "tail_count": _i(0), "tail_ratio": _f(),
+                            # knowledge.md §16 R3.10: measured against a fixed-point
+                            # baseline, the readings are not used (usable false)
+                            "baseline": _s(*STAGES, "", default=""),
+                            "baseline_quantized": _b(), "usable": _b(True),
+                            # read against compare_per_layer's clear origin (a cliff) of
+                            # the same model: "" when there is none
+                            "origin_layer": _s(default=""), "top_is_origin": _b(),
+                            "against_origin": _b(), "misses_origin": _b()},
     "advisor_message": {"analysis": _s(default=""), "layer": _s(default=""),
                         "kind": _s(*ADVISOR_KINDS), "op_type": _s(default=""),
                         "message": _s(default="")},
@@ -219,7 +282,10 @@ USUAL_TYPES = frozenset(("case", "consistency_history", "evidence_summary", "pla
 # carried with a fact for the report, never sent to the engine; ``locations``: where it
 # was read, as data (engine/source_locations.py), for SARIF
 PROVENANCE_KEYS = ("source", "locations", "note", "basis", "basis_drop", "basis_limit",
-                   "basis_decimals", "direction", "direction_from")
+                   "basis_decimals", "direction", "direction_from",
+                   # a stage after the first abnormal one against the evaluated stage before
+                   # it (knowledge.md §16 R3.3), for the stage table
+                   "step_from", "step_drop", "step_limit", "step_decimals")
 
 
 _SHADOWED = {k for schema in FACT_TYPES.values() for k in schema} & set(PROVENANCE_KEYS)

@@ -15,7 +15,7 @@ from qcdoctor.collectors.versions import VERSION_RE
 from .fact_types import STAGES
 from .rulebook import question_topics
 from .text import render
-from .vocabulary import stage_label
+from .vocabulary import FILE_MISSING_IDS, stage_label
 
 STATUS_WORDS = {"normal": "normal", "ok": "normal", "正常": "normal", "abnormal": "abnormal",
                 "bad": "abnormal", "异常": "abnormal", "unknown": "unknown", "未知": "unknown"}
@@ -189,6 +189,7 @@ def all_question_keys() -> list[str]:
 def pending_topics(report: dict) -> list[str]:
     """Topics the rules want answered: missing items first (in catalogue order), then asks."""
     order = list(question_topics())
-    missing = sorted({m["id"] for m in report["missing"]}, key=order.index)
+    missing = sorted({m["id"] for m in report["missing"]} - set(FILE_MISSING_IDS),
+                     key=order.index)
     asks = [a for a in report.get("ask", []) if a not in missing]
     return sorted(asks + missing, key=lambda t: order.index(t.split(":")[0]))

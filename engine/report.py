@@ -154,12 +154,16 @@ def view_model(report: dict) -> dict:
     case = (facts_of(report, "case") or [{}])[0]
     kinds = [id_words(f["kind"], lang) for f in facts_of(report, "evidence")]
     checks = []
+    # a run whose folder holds no readable output counts as not run (knowledge.md §16 R3.4)
+    absent = {f["out_dir"]: f["problem"] for f in facts_of(report, "analysis_absent")}
     for run in facts_of(report, "analysis_run"):
         checks.append(f"{L['analysis_runs']} {run['analysis_model_type']}{sep}"
                       f"{label(run['baseline'])}{L['versus']}{label(run['analysis'])}"
                       f"{L['open'] + run['out_dir'] + L['close'] if run['out_dir'] else ''}"
                       f"{L['semicolon']}"
-                      f"{L['sensitivity_yes'] if run['sensitivity'] else L['sensitivity_no']}")
+                      f"{L['sensitivity_yes'] if run['sensitivity'] else L['sensitivity_no']}"
+                      + (L["outputs_absent"].format(why=id_words(absent[run["out_dir"]], lang))
+                         if run["out_dir"] in absent else ""))
     postprocess = case.get("postprocess_in_model", "unknown")
     if checks or facts_of(report, "qa_folder"):
         checks.append(L["postprocess_in_model"][postprocess])
@@ -199,7 +203,73 @@ def view_model(report: dict) -> dict:
         "thresholds": _thresholds_line(report, lang),
         "consistency_line": _consistency_line(report, L),
         "rules_fired": list(dict.fromkeys(t["rule"] for t in report["trace"])),
+        "needed": _needed(report, L, lang),
     }
+
+
+# next actions that wait for something only the user can give (a stage result, a bad
+# case, the metric's direction, values restated on one scale): the verifying kinds of
+# class 1; a remedy or an analysis is work to do, not an input
+_WAITING_KINDS = ("provide_info", "evaluate_stage")
+_WAITING_COST = "verify"
+
+
+def _needed(report: dict, L: dict, lang: str) -> list[dict]:
+    """Everything the report waits for from the user: the missing items, the questions the
+    rules ask, the actions that need an input and the checklist items still unknown
+    (knowledge.md §16 R3.4: never "none" while one of them waits)."""
+    asked_by, named = _asking_rules(report)
+    return ([_item(m["id"], m["question"], m.get("rule", ""), m.get("why", ""))
+             for m in report["missing"]]
+            + _asked(report, asked_by, lang)
+            + [_item(a["id"], a["text"], a["rule"]) for a in report["next_actions"]
+               if a["kind"] in _WAITING_KINDS and a.get("cost") == _WAITING_COST
+               and a["rule"] not in named]
+            + [_item(c["id"], f"{c['title']}{L['colon']}{c['provide']}")
+               for c in report["checklist"] if c.get("provide")])
+
+
+def _item(item_id: str, text: str, rule: str = "", why: str = "") -> dict:
+    return {"id": item_id, "text": text, "why": why, "rule": rule}
+
+
+def _asking_rules(report: dict) -> tuple[dict[str, str], set[str]]:
+    """(question topic -> the rule that asked it, rules whose input a missing item or a
+    question names already)."""
+    asked_by: dict[str, str] = {}
+    named = set()
+    for step in report.get("trace") or []:
+        produced = step.get("produced") or {}
+        if produced.get("ask"):
+            asked_by.setdefault(produced["ask"], step["rule"])
+        if produced.get("ask") or produced.get("missing"):
+            named.add(step["rule"])
+    return asked_by, named
+
+
+def _asked(report: dict, asked_by: dict[str, str], lang: str) -> list[dict]:
+    """The questions the rules ask, not already missing items: the asking rule's action
+    where it has one (it says what to provide and how), else the intake's question."""
+    missing = {m["id"] for m in report["missing"]}
+    action_of: dict[str, dict] = {}
+    for action in report["next_actions"]:
+        action_of.setdefault(action["rule"], action)
+    items = []
+    for topic in report.get("ask", []):
+        rule = asked_by.get(topic, "")
+        if topic.split(":")[0] in missing:
+            continue
+        if rule in action_of:
+            items.append(_item(action_of[rule]["id"], action_of[rule]["text"], rule))
+        elif _question_text(topic, lang):
+            items.append(_item(topic, _question_text(topic, lang), rule))
+    return items
+
+
+def _question_text(topic: str, lang: str) -> str:
+    # the question catalogue, on first use
+    from .questions import questions_for
+    return " / ".join(q.prompt(lang) for q in questions_for(topic))
 
 
 def _thresholds_line(report: dict, lang: str) -> str:
@@ -219,15 +289,21 @@ def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:
         def one(ftype, name=name):
             return next((f for f in facts_of(report, ftype) if f.get("analysis") == name), None)
         lines = [L["qa"]["from_probe"]] if folder.get("origin") == "probe" else []
-        origin, kind, worst = one("layer_origin"), one("error_kind"), one("layer_worst")
+        origin, worst = one("layer_origin"), one("layer_worst")
+        kinds = [f for f in facts_of(report, "error_kind") if f.get("analysis") == name]
         if origin:
-            lines.append(fill(L["qa"]["origin"],
-                              {**origin, "pattern": id_words(origin["pattern"], lang),
-                               "where": source_text(origin["source"], lang)}, lang))
+            shown = {**origin, "pattern": id_words(origin["pattern"], lang),
+                     "where": source_text(origin["source"], lang)}
+            # accumulation names where it starts, not a source (knowledge.md §16 R3.8)
+            label = "origin" if origin.get("located", True) else "accumulation"
+            lines.append(fill(L["qa"][label], shown, lang))
+            if origin.get("second_layer"):
+                lines.append(fill(L["qa"]["second"], shown, lang))
         elif one("layer_table"):
             lines.append(fill(L["qa"]["no_origin"], one("layer_table"), lang))
-        if kind and kind["kind"] != "unclear":
-            lines.append(fill(L["qa"]["kind_" + kind["kind"]], kind, lang))
+        for kind in kinds:              # the origin's, then a second source's
+            if kind["kind"] != "unclear":
+                lines.append(fill(L["qa"][_kind_label(kind)], kind, lang))
         if worst and worst["has_origin"] and not worst["is_origin"]:
             lines.append(fill(L["qa"]["worst"],
                               {**worst, "where": source_text(worst["source"], lang)}, lang))
@@ -241,6 +317,14 @@ def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:
         out.append({"name": name, "comparison": comparison,
                     "known_from": id_words(folder["known_from"], lang), "lines": lines})
     return out
+
+
+def _kind_label(kind: dict) -> str:
+    """The label of an error kind: truncation judged by the width alone (no zero point for
+    an unsigned dtype) has its own wording, as its range's ends are unknown."""
+    if kind["kind"] == "truncation" and not kind.get("range_placed", True):
+        return "kind_truncation_width"
+    return "kind_" + kind["kind"]
 
 
 def _basis(stage_fact: dict, L: dict, lang: str) -> str:
@@ -258,7 +342,24 @@ def _basis(stage_fact: dict, L: dict, lang: str) -> str:
     shown = (lambda v: f"{v:.{decimals}f}") if decimals is not None else (lambda v: f"{v:.4g}")
     return L["basis"][basis].format(ref=stage_label(stage_fact["reference"], lang),
                                     drop=shown(loss), gain=shown(-loss),
-                                    limit=f"{stage_fact.get('basis_limit', 0):.4g}")
+                                    limit=f"{stage_fact.get('basis_limit', 0):.4g}") \
+        + _step(stage_fact, L, lang)
+
+
+def _step(stage_fact: dict, L: dict, lang: str) -> str:
+    """A stage after the first abnormal one, against the evaluated stage before it as well
+    as against its reference (knowledge.md §16 R3.3); "" for the others."""
+    if not stage_fact.get("step_from"):
+        return ""
+    loss, limit = stage_fact["step_drop"], stage_fact["step_limit"]
+    # as collectors/stages.py decides it: a loss equal to the tolerance is within it
+    key = "step_improved" if loss < 0 else (
+        "step_further" if loss > limit + 1e-9 else "step_within")
+    key += "_lower" if stage_fact.get("direction") == "lower" else ""
+    decimals = stage_fact["step_decimals"]
+    return L["basis"][key].format(prev=stage_label(stage_fact["step_from"], lang),
+                                  drop=f"{loss:.{decimals}f}", gain=f"{-loss:.{decimals}f}",
+                                  limit=f"{limit:.4g}")
 
 
 def _directions(stages: dict, L: dict) -> list[str]:

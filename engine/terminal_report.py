@@ -132,6 +132,15 @@ def _finding(view: dict, f: dict):
                  _message(f["title"], "bold"), _rule_id(f["rule"]), _text(sep), _message(f["text"]))
 
 
+def _needed_line(view: dict, item: dict):
+    """One thing the report waits for from the user (engine/report.py ``_needed``)."""
+    L, sep = view["L"], view["sep"]
+    why = [_text(f"{L['open']}{L['why']}{sep}"), _message(item["why"]), _text(L["close"])] \
+        if item["why"] else []
+    return _line(_text(item["id"], CODE), _text(sep), _message(item["text"]), *why,
+                 _rule_id(item["rule"]))
+
+
 def _triage_parts(view: dict) -> list:
     r, L, sep = view["r"], view["L"], view["sep"]
     from rich.table import Table
@@ -190,10 +199,8 @@ def _triage_parts(view: dict) -> list:
             [_message(view["consistency_line"]),
              _line(_message(r["consistency"]["text"]), _rule_id(r["consistency"]["rule"]))])]
     parts.append(_text(L["needed"], "bold"))
-    parts.append(_bullets([_line(_text(m["id"], CODE), _text(sep), _message(m["question"]),
-                                 _text(f"{L['open']}{L['why']}{sep}"), _message(m["why"]),
-                                 _text(L["close"]), _rule_id(m["rule"])) for m in r["missing"]])
-                 if r["missing"] else _text(L["nothing_needed"]))
+    parts.append(_bullets([_needed_line(view, m) for m in view["needed"]])
+                 if view["needed"] else _text(L["nothing_needed"]))
     keep = [_line(_message(k["name"]), _text(sep),
                   _badge("pass", L["present"]) if k["present"] else _badge("unknown", L["absent"]),
                   _text(f" {k['path']}", CODE) if k["present"] else _text(""))

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 MISSING_IDS = ("symptom", "stage_results", "badcase", "platform", "versions",
-               "deploy_adaptation")
+               "deploy_adaptation",
+               # knowledge.md §16: the direction of a metric whose name gives none (R3.1);
+               # QuantAnalysis output folders listed in analyses_run but absent (R3.4)
+               "higher_is_better", "analysis_outputs")
+# missing items no answer can supply: the user copies files into the case folder (the
+# report says which); the intake lists them and asks nothing for them
+FILE_MISSING_IDS = ("analysis_outputs",)
 ACTION_KINDS = ("evaluate_stage", "quant_analysis", "lut_bisect", "bc_editor", "checklist",
                 "hb_verifier", "user_side_checks", "consistency_strategy", "provide_info")
 # knowledge.md §6 rev 2: next actions rank by cost class first, then by rule priority:
 # verify (evaluate a stage, confirm evidence, step-0 checks, fix a checklist item),
 # analyse (QuantAnalysis, bc_editor, hb_verifier, LUT bisection, level 0), retrain.
 COST_CLASSES = ("verify", "analyse", "retrain")
+# knowledge.md §16 R3.6: ahead of the cost classes come, in this order, the fix of a failed
+# checklist item, redoing an analysis run that was invalid (R3.5: a torch-vs-bc run made in
+# one run where it needs two) and the remedy of the op the analysis located; a remedy that
+# needs QAT is not put ahead when the user cannot retrain (R3.7)
+ACTION_RANKS = ("fix_failed", "redo_invalid", "located")
 PITFALL_IDS = ("single_frame_evidence", "unverified_quantized_bc", "skipped_qat_export",
                "fake_quant_state", "input_format_mismatch", "worst_layer_as_root",
                "level2_first", "strategy_for_lut", "no_sensitivity",

@@ -76,11 +76,17 @@ def test_an_improvement_is_written_as_an_improvement():
     ("error_rate", False), ("val-loss", False), ("mATE", False), ("mAOE", False), ("WER", False),
     ("AbsRel", False), ("sq_rel", False), ("missRate", False), ("latencyMs", False),
     ("mean distance", False), ("top1.err", False),
-    ("success_rate", True), ("accurate", True), ("recall", True), ("mAP", True), ("NDS", True),
-    ("mIoU", True), ("F1", True), ("top1", True), ("errand_score", True),
+    ("recall", True), ("mAP", True), ("NDS", True), ("mIoU", True), ("F1", True), ("top1", True),
 ])
 def test_metric_direction_from_whole_tokens_of_the_name(name, higher):
     assert metric_direction(name, None) == (higher, "metric name")
+
+
+@pytest.mark.parametrize("name", ["success_rate", "accurate", "errand_score"])
+def test_substrings_never_decide_and_unknown_tokens_leave_the_direction_open(name):
+    """knowledge.md §16 R3.1: no whole token known either way: the direction is unknown
+    (a substring such as "err" in "errand" or "acc" in "accurate" does not count)."""
+    assert metric_direction(name, None) == (None, "unknown")
 
 
 def test_higher_is_better_in_the_case_wins():
@@ -224,13 +230,22 @@ def test_retraining_comes_after_analyses_that_need_none():
 
 
 def test_qconfig_changes_rank_after_the_analysis_they_follow(tmp_path):
+    """Without retraining (R3.7) a qconfig change keeps its cost class, the last; with it,
+    the remedy of the op the analysis located comes first (R3.6)."""
+    import yaml
     folder = build("truncation", tmp_path)
+    case_file = folder / "case.yaml"
+    data = yaml.safe_load(case_file.read_text(encoding="utf-8"))
+    case_file.write_text(yaml.safe_dump({**data, "retrain": "no"}), encoding="utf-8")
     report = triage_case(load_case(folder), lang="en", environ={}, installed={}, cwd=folder)
     costs = _costs(report)
     assert costs == sorted(costs, key=COST_CLASSES.index)
     fixed = next(i for i, a in enumerate(report["next_actions"]) if a["id"].startswith("fixed_scale:"))
     assert report["next_actions"][fixed]["cost"] == "retrain"
     assert all(a["cost"] != "retrain" for a in report["next_actions"][:fixed])
+    case_file.write_text(yaml.safe_dump({**data, "retrain": "yes"}), encoding="utf-8")
+    report = triage_case(load_case(folder), lang="en", environ={}, installed={}, cwd=folder)
+    assert report["next_actions"][0]["id"].startswith("fixed_scale:")
 
 
 def test_no_bad_case_holds_back_every_quant_analysis():
