@@ -11,7 +11,7 @@ from qcdoctor.engine.errors import QcdoctorError
 from qcdoctor.engine.source_locations import at, case_key, joined
 
 from .case_file import Case
-from .deploy_script import UNKNOWN, Call, read_script
+from .deploy_script import UNKNOWN, Call, preprocess_normalisation, read_script
 from .files import ArtifactRefused, CaseFiles
 from .hb_compile_yaml import read_hb_compile
 from .reasons import artifact_problem, reason
@@ -35,8 +35,14 @@ def _text(value) -> str:
     return str(value)
 
 
+def _missing(value) -> bool:
+    """No value: absent, unresolvable, or written as "unknown" (never compared as a value)."""
+    return value is None or value is UNKNOWN or (
+        isinstance(value, str) and value.strip().lower() in ("", "unknown"))
+
+
 def _same(a, b) -> str:
-    if a is None or b is None or a is UNKNOWN or b is UNKNOWN:
+    if _missing(a) or _missing(b):
         return "unknown"
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         if len(a) == 1 and len(b) > 1:
@@ -69,11 +75,11 @@ def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | No
     config, config_source = _config(case, deploy, facts, files)
     train, board = dict(deploy.get("train", {})), dict(deploy.get("board", {}))
     preprocess = _last(calls, "insert_image_preprocess")
-    if preprocess:
-        # the inserted node does the board-side normalisation
-        for key in ("mean", "std", "divisor"):
-            if key in preprocess.args:
-                board[key] = preprocess.args[key]
+    stated = preprocess_normalisation(preprocess)
+    if any(value is not UNKNOWN for value in stated.values()):
+        # the inserted node does the board-side normalisation: mean, std and divisor are
+        # taken together (one left out is unknown, never case.yaml's nor 1)
+        board.update(stated)
     if script_source:
         names = {c.name for c in calls}
         facts.append({"type": "deploy_script", "read": True,
@@ -87,7 +93,7 @@ def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | No
     facts += _order(calls, script_source) if calls else _declared_nodes(case, deploy)
     facts += _preprocess(case, train, calls, script_source)
     facts += _layout(case, train, board, calls, config, script_source)
-    facts += _nv12(case, train, board, calls)
+    facts += _nv12(case, board, calls)
     facts += _input_types(config, config_source) or _declared_input_types(case, train, board)
     facts += _core_num(config, calls, platform, config_source, script_source)
     return facts
@@ -249,19 +255,31 @@ def _order(calls, script_source) -> list[dict]:
                           "before_convert": before, "source": f"{script_source} line {call.line}",
                           "locations": at(script_source, call.line)})
     removals = [c for c in calls if c.name == "remove_io_op"]
+    # the I/O types follow from everything the script removes, over all its calls
+    removed = _removed_io_ops(removals)
     for call in removals:
-        types = call.args.get("op_types", call.args.get("op_names", UNKNOWN))
-        names = [str(t).lower() for t in types] if isinstance(types, list) else None
         after = "unknown" if convert is None else ("yes" if call.order > convert.order else "no")
         facts.append({"type": "qdq_removal", "line": call.line, "after_convert": after,
-                      "quantize": "unknown" if names is None else
-                      ("yes" if any("quantize" == n or n.endswith("quantize") and "de" not in n
-                                    for n in names) else "no"),
-                      "dequantize": "unknown" if names is None else
-                      ("yes" if any("dequantize" in n for n in names) else "no"),
-                      "source": f"{script_source} line {call.line}",
+                      **removed, "source": f"{script_source} line {call.line}",
                       "locations": at(script_source, call.line)})
     return facts
+
+
+def _removed_io_ops(removals: list[Call]) -> dict[str, str]:
+    """{quantize, dequantize}: yes / no / unknown over every remove_io_op call."""
+    names, unresolved = [], False
+    for call in removals:
+        types = call.args.get("op_types", call.args.get("op_names", UNKNOWN))
+        if isinstance(types, list):
+            names += [str(t).lower() for t in types]
+        else:
+            unresolved = True
+
+    def removed(found: bool) -> str:
+        return "yes" if found else ("unknown" if unresolved else "no")
+    return {"quantize": removed(any(n == "quantize" or n.endswith("quantize") and "de" not in n
+                                    for n in names)),
+            "dequantize": removed(any("dequantize" in n for n in names))}
 
 
 def _declared_nodes(case, deploy) -> list[dict]:
@@ -314,12 +332,13 @@ def _layout(case, train, board, calls, config, script_source) -> list[dict]:
              case_key(case, "deploy.train.layout")}]
 
 
-def _nv12(case, train, board, calls) -> list[dict]:
+def _nv12(case, board, calls) -> list[dict]:
     nv12 = board.get("color") == "nv12" or any(
         c.name == "insert_image_convert" and str(c.args.get("mode", "")).lower() == "nv12" for c in calls)
     if not nv12:
         return []
-    h, w = board.get("height") or train.get("height"), board.get("width") or train.get("width")
+    # the NV12 data the board feeds; the training size is not the board's (resizer, crops)
+    h, w = board.get("height"), board.get("width")
     known = h is not None and w is not None
     return [{"type": "nv12_size", "height": int(h or 0), "width": int(w or 0), "known": known,
              "even": known and h % 2 == 0 and w % 2 == 0,

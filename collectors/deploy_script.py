@@ -183,6 +183,21 @@ class _Reader(ast.NodeVisitor):
         return UNKNOWN
 
 
+NORMALISATION_ARGS = ("mean", "std", "divisor")
+
+
+def preprocess_normalisation(call: Call | None) -> dict:
+    """What an ``insert_image_preprocess`` call normalises with: (x / divisor - mean) / std.
+
+    mean, std and divisor belong together: values written for divisor 255 mean something
+    else with divisor 1. An argument the call leaves out is UNKNOWN (hbdk4 releases differ
+    in what they infer for it), never a default; {} without such a call.
+    """
+    if call is None:
+        return {}
+    return {name: call.args.get(name, UNKNOWN) for name in NORMALISATION_ARGS}
+
+
 def read_script(path: Path) -> list[Call]:
     """The tracked hbdk4 calls of a script, in execution order."""
     try:

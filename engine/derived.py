@@ -30,8 +30,10 @@ def conclusion_fact(hits: list[Hit]) -> dict | None:
     for hit in hits:
         if "conclusion" in hit.rule.then:
             c = hit.rule.then["conclusion"]
+            # a suspect may name a bound fact's field ("{checklist.item}": the failed item)
+            suspect = fill(c.get("suspect", ""), hit.facts)
             return {"type": "conclusion", "stage": c["stage"], "determined": c["determined"],
-                    "suspect": c.get("suspect", ""), "source": f"rule {hit.rule.id}"}
+                    "suspect": str(suspect), "source": f"rule {hit.rule.id}"}
     return None
 
 

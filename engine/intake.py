@@ -6,7 +6,9 @@ the rules need is open or the user stops. A question is never asked while its ke
 value, so a second run resumes where the first stopped. Before a deployment question is
 asked, the compile script and config are read for its answer; a stage result that can no
 longer move the stage is not asked; a QuantAnalysis folder whose comparison is a guess is
-asked about, with the guess as the default.
+asked about, with the guess as the default. The training mean/std taken from the script
+bring its divisor along; the step-0 checks are asked when the report's first action is to
+make them, so the intake never calls itself done while that step waits on them.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ import stat
 from pathlib import Path
 
 from qcdoctor.collectors.case_file import parse_case
+from qcdoctor.collectors.deploy_script import UNKNOWN, preprocess_normalisation, read_script
 from qcdoctor.collectors.environment import THIS_MACHINE
-from qcdoctor.collectors.files import CaseFiles
+from qcdoctor.collectors.files import ArtifactRefused, CaseFiles
 from qcdoctor.collectors.qa_files import run_for
 
 from .case_document import CaseDocument
 from .deploy_known import find_compile_scripts, known_answers, script_normalisation
 from .errors import QcdoctorError
-from .fact_types import STAGES
+from .fact_types import STAGES, USER_CHECKS
 from .prompts import default_text
 from .questions import AnswerError, Question, pending_topics, question_for_key, questions_for
 from .report import id_words, labels, source_text
@@ -35,6 +38,12 @@ from .vocabulary import CONCLUSION_LABELS, analysis_type
 
 MAX_QUESTIONS = 200            # a guard against a rule set that keeps asking
 REPORT_FILE = "qcdoctor-report.md"
+DIVISOR_KEY = "deploy.train.divisor"
+# the next action the step-0 answers decide (AN090): asked before the intake is done, first
+# as one question (all the same?), each check on its own only when one differs
+STEP0_ACTION = "user_side_checks"
+STEP0_SUMMARY = "user_checks"
+STEP0_KEYS = tuple(f"{STEP0_SUMMARY}.{check}" for check in USER_CHECKS)
 
 
 class Intake:
@@ -60,6 +69,7 @@ class Intake:
         self.numbers: dict[str, int] = {}       # key -> its number: a re-ask keeps it
         self.asked = 0                          # prompts shown, re-asks included (a guard)
         self.guesses: dict[str, str] = {}       # QuantAnalysis folder -> guessed comparison
+        self.step0_differs = False              # "not all the same": each check is asked
 
     # --- the case as it stands ----------------------------------------------------
     def report(self) -> dict:
@@ -81,6 +91,8 @@ class Intake:
             return isinstance(entry, dict) and ("value" in entry or "status" in entry)
         if question.type == "comparison":
             return self._run_of(question.folder) is not None
+        if question.key == STEP0_SUMMARY:
+            return all(self.doc.has(key) for key in STEP0_KEYS)
         return self.doc.has(question.key)
 
     def _run_of(self, folder: str):
@@ -92,7 +104,20 @@ class Intake:
         guessed = [f for f in report["facts"] if f["type"] == "qa_folder" and _comparison_guessed(f)]
         self.guesses = {f["analysis"]: f"{f['baseline']} vs {f['analysis_stage']}"
                         for f in guessed if f["baseline"] and f["analysis_stage"]}
-        return pending_topics(report) + [f"qa_comparison:{f['analysis']}" for f in guessed]
+        return pending_topics(report) + [f"qa_comparison:{f['analysis']}" for f in guessed] \
+            + self.step0_topic(report)
+
+    def step0_topic(self, report: dict) -> list[str]:
+        """The step-0 checks, while the report's first action is to make them and some are
+        not answered: the intake is not done while the next step waits on them."""
+        actions = report.get("next_actions") or []
+        first = actions[0]["id"] if actions else None
+        open_keys = [key for key in STEP0_KEYS if not self.doc.has(key)]
+        if first != STEP0_ACTION or not open_keys:
+            return []
+        # some answered already, or one differs: ask the rest one by one
+        each = self.step0_differs or len(open_keys) < len(STEP0_KEYS)
+        return ["user_check_each" if each else "user_checks"]
 
     def next_question(self, report: dict) -> Question | None:
         if self.revisit:
@@ -110,7 +135,8 @@ class Intake:
                 # a skip holds for the topic it was asked in: a later follow-up that needs
                 # the same key for its own reason asks once more
                 if (topic, question.key) in self.deferred or self.answered(question) or \
-                        self.settled(question, topic, report) or self.fill_known(question):
+                        self.settled(question, topic, report) or self.needless(question) or \
+                        self.fill_known(question):
                     continue
                 self.open_topic = topic if question_topics()[topic.split(":")[0]].get(
                     "complete") else None
@@ -129,6 +155,50 @@ class Intake:
         abnormal = [STAGES.index(f["stage"]) for f in report["facts"]
                     if f["type"] == "stage" and f["status"] == "abnormal"]
         return bool(abnormal) and STAGES.index(question.stage) > min(abnormal)
+
+    def needless(self, question: Question) -> bool:
+        """The training divisor is asked only where the mean/std need one (see divisor_open)."""
+        return question.key == DIVISOR_KEY and not self.divisor_open()
+
+    def divisor_open(self) -> bool:
+        """mean/std say nothing of their divisor: taken from the compile script, which does
+        not state its own, or written for x in [0, 1] (pixels divided by something first).
+        Pixel-scale values (123.675) mean divisor 1, case.yaml's default."""
+        mean, std = self.doc.get("deploy.train.mean"), self.doc.get("deploy.train.std")
+        if not (_numbers(mean) and _numbers(std)):
+            return False
+        script = self.script_normalisation()
+        if _same_values(mean, script.get("mean")) and _same_values(std, script.get("std")):
+            return script.get("divisor", UNKNOWN) is UNKNOWN
+        return all(abs(v) <= 1 for v in [*mean, *std])
+
+    def script_normalisation(self) -> dict:
+        """mean / std / divisor of the compile script's insert_image_preprocess, and its line."""
+        script = (self.doc.get("deploy") or {}).get("script")
+        if not script:
+            return {}
+        try:
+            calls = read_script(self.files.check(self.folder / script, "script"))
+        except (ArtifactRefused, QcdoctorError):
+            return {}
+        found = [c for c in calls if c.name == "insert_image_preprocess"]
+        if not found:
+            return {}
+        return {**preprocess_normalisation(found[-1]),
+                "where": f"{script}:{found[-1].line} {found[-1].name}"}
+
+    def carry_divisor(self) -> None:
+        """Training mean/std confirmed as the compile script's: its divisor comes with them
+        (values for divisor 255 mean something else with case.yaml's default of 1)."""
+        if self.doc.has(DIVISOR_KEY):
+            return
+        script = self.script_normalisation()
+        divisor = script.get("divisor", UNKNOWN)
+        if not isinstance(divisor, (int, float)) or isinstance(divisor, bool) or divisor <= 0:
+            return
+        if _same_values(self.doc.get("deploy.train.mean"), script.get("mean")) and \
+                _same_values(self.doc.get("deploy.train.std"), script.get("std")):
+            self.doc.set(DIVISOR_KEY, divisor, comment=f"{script['where']} (with its mean/std)")
 
     def fill_known(self, question: Question) -> bool:
         """Answer a deployment question from the case's own files (with where it was read);
@@ -173,6 +243,8 @@ class Intake:
                 self.doc.append("analyses_run", entry)
             else:
                 self.doc.set("analyses_run", [entry])
+        elif question.key == STEP0_SUMMARY:
+            self.store_step0(value)
         elif question.type == "path":
             if not (self.folder / value).is_file():
                 raise AnswerError(f"{value} 不在案例目录中" if self.lang == "zh" else
@@ -180,7 +252,19 @@ class Intake:
             self.doc.set(question.key, value)
         else:
             self.doc.set(question.key, value)
+            if question.key in ("deploy.train.mean", "deploy.train.std"):
+                self.carry_divisor()
         self.doc.save()
+
+    def store_step0(self, value: str) -> None:
+        """All the same (yes) confirms every check; not checked (unknown) marks those not
+        answered yet; one differs (no) writes nothing and asks each check next."""
+        if value == "no":
+            self.step0_differs = True
+            return
+        for key in STEP0_KEYS:
+            if value == "yes" or not self.doc.has(key):
+                self.doc.set(key, value)
 
     def current(self, question: Question):
         """The default offered: the case's value, else what the symptom, the compile script
@@ -305,7 +389,8 @@ class Intake:
         wanted = {m["id"]: m["question"] for m in report["missing"]}
         out = []
         for topic in self.topics(report):
-            questions = questions_for(topic)
+            # a question this case does not need (a divisor pixel values imply) is left out
+            questions = [q for q in questions_for(topic) if not self.needless(q)]
             skipped = [q for q in questions if (topic, q.key) in self.deferred]
             what = wanted.get(topic) or (questions[0].prompt(self.lang) if questions else topic)
             if skipped:
@@ -366,7 +451,8 @@ def failed_checks(report: dict) -> list[tuple[str, str]]:
         if item["status"] != "fail":
             continue
         for evidence in item["evidence"]:
-            if evidence["status"] == "fail":
+            # a finer check's evidence shown on its mandatory item is named by that check
+            if evidence["status"] == "fail" and not evidence.get("part"):
                 out.append((item.get("title") or id_words(item["id"], report.get("language", "en")),
                             evidence["text"]))
     return out
@@ -378,3 +464,20 @@ def _comparison_guessed(fact: dict) -> bool:
     if fact["known_from"] == "analyses_run":
         return False
     return not (fact["known_from"] == "content" and fact["comparison"] == "convert")
+
+
+def _numbers(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+
+
+def _same_values(answer, script) -> bool:
+    """The training values are the script's (one value stands for every channel)."""
+    if not (_numbers(answer) and _numbers(script)):
+        return False
+    if len(answer) != len(script):
+        if 1 not in (len(answer), len(script)):
+            return False
+        width = max(len(answer), len(script))
+        answer, script = answer * (width // len(answer)), script * (width // len(script))
+    return all(abs(a - b) <= 1e-6 * max(1.0, abs(b)) for a, b in zip(answer, script, strict=True))

@@ -54,7 +54,7 @@ def test_broken_case_in_the_middle_is_reported_and_the_rest_triaged(queue, tmp_p
         assert row["exit"] == 0 and row["error"] is None
     board = summary["cases"][0]
     assert board["failed"] == ["input_preprocessing", "preprocess_mode"]
-    assert board["first_action"] == "deploy_checklist"
+    assert board["first_action"] == "fix_check:preprocess_mode"     # its failed check
     lines = table.splitlines()
     assert lines[0].split()[:3] == ["Case", "Stage", "Determined"]
     assert "'platfrom': unknown key" in table and "5 cases: 3 clean, 0 at --fail-on, 2 failed" in table

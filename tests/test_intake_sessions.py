@@ -13,7 +13,7 @@ from qcdoctor.engine.termtext import display_width
 from .test_intake import DOWN, ENTER, SPACE, answer_menu, answer_text, case_of, spawn
 
 # questions asked, re-asks not counted; lower them when the intake learns to ask fewer
-J6M_CONVERT_QUESTIONS = 13
+J6M_CONVERT_QUESTIONS = 14     # the step-0 question included
 BOARD_WITH_SCRIPT_QUESTIONS = 15
 
 # written for this test: the facts a compile script can state (MEAN / STD in
@@ -85,7 +85,8 @@ def test_j6m_convert_drop_in_english(tmp_path):
                  ("type", "horizon-plugin-pytorch version?", "3.1.5"),
                  ("type", "horizon-plugin-profiler version?", "3.1.5"),
                  ("menu", "Can you retrain (QAT)?", ENTER),                        # yes
-                 ("menu", "Which consistency levels were tried already?", ENTER)])  # none
+                 ("menu", "Which consistency levels were tried already?", ENTER),  # none
+                 ("menu", "the same at every stage?", ENTER)])                     # yes
     child.expect_exact("Conclusion: convert")
     child.expect(pexpect.EOF)
     child.close()
@@ -95,7 +96,7 @@ def test_j6m_convert_drop_in_english(tmp_path):
     shown = " ".join(text for _, text in questions)
     # convert is placed once quantized.bc is in: no hbm / board result, no deployment
     for needless in ("Result of hbm", "Result of board", "compile script", "colour space",
-                     "Board input", "post-processing"):
+                     "Board input", "board's post-processing"):
         assert needless not in shown
     case = case_of(folder)
     assert case["stages"]["qat_bc"] == {"metric": "mAP", "value": 0.449}
