@@ -17,12 +17,16 @@ from .runner import Hit, RuleRunner, bundled_runner, canonical, engine_fact
 from .series import series_section
 from .snippets import render_snippet
 from .text import render
-from .vocabulary import COST_CLASSES, is_deployment_problem
+from .vocabulary import ACTION_RANKS, COST_CLASSES, is_deployment_problem
 
 REPORT_SCHEMA = "qcdoctor/report-v1"
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 _OVERRIDDEN = {"zh": "（已被优先级更高的结论覆盖）", "en": "(overridden by a higher-priority conclusion) "}
 _FALLBACK = {"zh": "没有规则能从现有事实得出阶段。", "en": "No rule could place the problem from the facts given."}
+# R3.7: a remedy that needs QAT says so; after "retrain: no" it is listed as such
+_NEEDS_RETRAINING = {"zh": "【需要重新训练（QAT）】", "en": "[needs retraining (QAT)] "}
+_CANNOT_RETRAIN = {"zh": "【需要重新训练：你已说明不能重训】",
+                   "en": "[needs retraining: you said you cannot retrain] "}
 
 
 def run_rules(facts: list[dict], runner: RuleRunner | None = None) -> list[Hit]:
@@ -118,13 +122,14 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
                  "sources": [f.get("source", "") for f in bound if f.get("source")]})
         if "keep" in then and first("keep", rule.id):
             for item in then["keep"]["items"]:
-                path = _present(item.get("patterns", []), files)
                 name = item["name"]      # one name for both languages, or {zh, en}
+                name = name[lang] if isinstance(name, dict) else name
+                if any(kept["name"] == name for kept in report["artifacts"]["keep"]):
+                    continue             # two lists (both ends of a gap) name it once
+                path = _present(item.get("patterns", []), files)
                 report["artifacts"]["keep"].append(
-                    {"name": name[lang] if isinstance(name, dict) else name,
-                     "present": bool(path), "path": path})
-    # the smallest verifiable action first: by cost class, then (stable) by rule priority
-    report["next_actions"].sort(key=lambda a: COST_CLASSES.index(a["cost"]))
+                    {"name": name, "present": bool(path), "path": path})
+    _order_actions(report["next_actions"], facts, lang)
     if full_checklist or is_deployment_problem(stage, report["conclusion"]["suspect"], facts):
         report["checklist"] = checklist_section(judged, lang)
     if any(f["type"] == "qa_folder" for f in facts):
@@ -149,6 +154,11 @@ def checklist_section(judged: dict[str, list[dict]], lang: str) -> list[dict]:
     for item, spec in checklist_items().items():
         evidence = sorted(judged.get(item, []), key=lambda e: (-STATUS_RANK[e["status"]], e["rule"]))
         status, parts = rolled.get(item, (own.get(item, "unknown"), []))
+        # the finer checks that decided the item's status speak first: a FAIL row shows
+        # what failed, not the item's own "unknown"
+        deciding = [{**e, "part": p} for p in parts for e in judged.get(p, [])
+                    if e["status"] == status]
+        evidence = deciding + evidence
         entry = {"id": item, "status": status, "evidence": evidence, "title": spec["title"][lang],
                  "mandatory": spec["mandatory"]}
         if spec["mandatory"]:
@@ -165,9 +175,27 @@ def _evidence(bindings: dict, bound: list[dict]) -> dict:
     return dict(zip(bindings, bound, strict=True))
 
 
+def _order_actions(actions: list[dict], facts: list[dict], lang: str) -> None:
+    """The smallest verifiable action first: a ranked action (R3.6) ahead of the rest, then
+    by cost class, then (the sort is stable) by rule priority. A remedy that needs QAT says
+    so, and keeps its cost class (the last) when the user said they cannot retrain (R3.7)."""
+    cannot_retrain = any(f["type"] == "case" and f.get("retrain") == "no" for f in facts)
+    label = (_CANNOT_RETRAIN if cannot_retrain else _NEEDS_RETRAINING)[lang]
+    for action in actions:
+        if action["cost"] == "retrain":
+            action["text"] = label + action["text"]
+
+    def key(action: dict):
+        rank = action.pop("rank", None)
+        if rank is None or (cannot_retrain and action["cost"] == "retrain"):
+            return len(ACTION_RANKS), COST_CLASSES.index(action["cost"])
+        return ACTION_RANKS.index(rank), COST_CLASSES.index(action["cost"])
+    actions.sort(key=key)
+
+
 def _action(rule: Rule, action: dict, message: str, case_context: dict) -> dict:
     out = {"id": action["id"], "kind": action["kind"], "cost": action["cost"]}
-    for key in ("analysis_model_type", "baseline", "analysis", "stage_to_evaluate"):
+    for key in ("analysis_model_type", "baseline", "analysis", "stage_to_evaluate", "rank"):
         if action.get(key):
             out[key] = action[key]
     out["text"] = message

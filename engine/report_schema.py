@@ -67,7 +67,9 @@ REPORT_SPEC = Mapping({
     "checklist": ListOf(Mapping({
         "id": Choice(CHECKLIST_ITEMS), "status": Choice(CHECKLIST_STATUSES),
         "evidence": ListOf(Mapping({"rule": Text(), "status": Choice(CHECKLIST_STATUSES),
-                                    "text": Text(), "sources": ListOf(Text())})),
+                                    "text": Text(), "sources": ListOf(Text()),
+                                    # the finer check this evidence comes from
+                                    "part": Choice(CHECKLIST_ITEMS)})),
         "title": Text(), "mandatory": Flag(),
         "parts": ListOf(Mapping({"id": Choice(CHECKLIST_ITEMS),
                                  "status": Choice(CHECKLIST_STATUSES), "title": Text()})),

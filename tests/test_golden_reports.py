@@ -74,8 +74,8 @@ def test_specific_example_advice():
     qa = _report("convert_quant_analysis", "en")
     # a convert case: the sensitive LUT op points at its conversion, not at LUT bisection
     assert {"LY010", "LY030", "LY045", "LY054"} <= {f["rule"] for f in qa["findings"]}
-    # the fixed scale needs retraining: after bc_editor, which needs none
-    assert [a["id"] for a in qa["next_actions"]] == ["bc_editor", "fixed_scale:head.reciprocal"]
+    # the analysis located the op: its remedy first, bc_editor confirms after it (R3.6)
+    assert [a["id"] for a in qa["next_actions"]] == ["fixed_scale:head.reciprocal", "bc_editor"]
     assert not any(a["id"] == "qa_convert" for a in qa["next_actions"])    # already run
     deploy = _report("board_nv12_deploy", "en")
     failed = [c["id"] for c in deploy["checklist"] if c["status"] == "fail"]

@@ -154,6 +154,6 @@ def test_without_javascript_the_code_is_there_and_no_copy_button(browser, pages)
         assert problems == []
         buttons = page.query_selector_all("button.copy")
         assert buttons and not any(b.is_visible() for b in buttons)
-        assert "QatBcEditor(" in page.inner_text("#smallest-action pre")
+        assert "QconfigSetter(" in page.inner_text("#smallest-action pre")
     finally:
         context.close()

@@ -17,7 +17,7 @@ import pytest
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.engine.examples import example_names, example_path
 from qcdoctor.engine.report import id_words, labels, render
-from qcdoctor.engine.rulebook import load_rules
+from qcdoctor.engine.rulebook import checklist_items, load_rules
 from qcdoctor.engine.triage import triage_case
 
 from .conftest import triage_dict
@@ -126,8 +126,12 @@ def test_the_scanner_finds_english_prose():
 def test_every_id_shown_in_prose_has_words(lang):
     """Suspects, bad-case values, evidence kinds, user checks: never the raw id in prose."""
     suspects = {r.then["conclusion"].get("suspect") for r in load_rules() if "conclusion" in r.then}
+    # a suspect filled from a bound fact names a checklist item: shown by its title
+    filled = {s for s in suspects if s and "{" in s}
+    assert filled <= {"{checklist.item}"}, filled
+    assert all(id_words(item, lang) != item for item in checklist_items())
     words = labels()[lang]["words"]
-    for table, ids in (("suspect", suspects - {None, ""}),
+    for table, ids in (("suspect", suspects - {None, ""} - filled),
                        ("badcase", {"available", "dataset_only", "none", "unknown"}),
                        ("evidence", {"dataset_eval", "reproducible_badcase", "multi_frame_visual",
                                      "single_frame"}),
