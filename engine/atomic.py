@@ -27,14 +27,17 @@ def temporary_beside(path: str | Path) -> tuple[int, str]:
     return tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
 
 
-def put_in_place(temporary: str, path: str | Path, mode: int) -> None:
-    """The written ``temporary`` becomes ``path`` with ``mode`` (it is synced first: after a
-    crash the path holds the old file or the new one, never an empty one)."""
-    fd = os.open(temporary, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def put_in_place(temporary: str, path: str | Path, mode: int, durable: bool = True) -> None:
+    """The written ``temporary`` becomes ``path`` with ``mode``. ``durable``: synced first, so
+    after a crash the path holds the old file or the new one, never an empty one (what a
+    rerun rewrites anyway, such as the probe's outputs, skips the sync: a reader still never
+    sees half a file)."""
+    if durable:
+        fd = os.open(temporary, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     os.chmod(temporary, mode)
     os.replace(temporary, path)
 
@@ -57,21 +60,22 @@ def existing_mode(path: str | Path, default: int = 0o644) -> int:
 
 
 @contextmanager
-def replaced_atomically(path: Path, mode: int = 0o644):
-    """A temporary file beside ``path`` to write; it becomes ``path`` (synced to disk, with
-    ``mode``) when the block ends without error, and is removed otherwise."""
+def replaced_atomically(path: Path, mode: int = 0o644, durable: bool = True):
+    """A temporary file beside ``path`` to write; it becomes ``path`` (synced to disk unless
+    not ``durable``, with ``mode``) when the block ends without error, and is removed
+    otherwise."""
     fd, tmp = temporary_beside(path)
     os.close(fd)
     try:
         yield tmp
-        put_in_place(tmp, path, mode)
+        put_in_place(tmp, path, mode, durable)
     except BaseException:
         discard(tmp)
         raise
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
+def write_text_atomic(path: str | Path, text: str, durable: bool = True) -> None:
     path = Path(path)
-    with replaced_atomically(path, existing_mode(path)) as tmp:
+    with replaced_atomically(path, existing_mode(path), durable) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)

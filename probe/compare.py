@@ -290,8 +290,9 @@ def _write_manifest(result: ProbeResult, kind: str, metric: str) -> Path:
                 "warnings": list(result.warnings),
                 "files": sorted(names)}
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    # atomic (a reader never sees half of it), not synced: a rerun rewrites it
     write_text_atomic(path, yaml.dump(document, Dumper=dumper, sort_keys=False,
-                                      allow_unicode=True))
+                                      allow_unicode=True), durable=False)
     return path
 
 
