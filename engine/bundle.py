@@ -140,6 +140,10 @@ def checked_members(path: Path, archive: tarfile.TarFile) -> list[tarfile.TarInf
         if member.size > MAX_MEMBER_BYTES:
             raise _refuse(path, f"the member {member.name!r} holds {member.size} bytes, more "
                                 f"than {MAX_MEMBER_BYTES // MiB} MiB")
+        # a pax header may state any time: one the platform cannot set (10**40, nan) is
+        # only metadata, so the file gets the epoch instead of failing the extraction
+        if not isinstance(member.mtime, (int, float)) or not 0 <= member.mtime < 2**33:
+            member.mtime = 0
         total += member.size if member.isfile() else 0
         if total > MAX_TOTAL_BYTES:
             raise _refuse(path, f"more than {MAX_TOTAL_BYTES // MiB} MiB in all")
@@ -190,7 +194,7 @@ def _extracted_case(path: Path, tmp: str, tarfile) -> Path:
             archive.extractall(tmp, members=members, filter="data")
     except _Refused as exc:
         raise _refuse(path, str(exc)) from None
-    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+    except (tarfile.TarError, EOFError, OSError, ValueError, OverflowError) as exc:
         raise QcdoctorError(f"not a readable .tar.gz bundle: {exc}", file=str(path),
                             fix=_FIX) from None
     case = Path(tmp) / CASE_DIR

@@ -525,6 +525,21 @@ def test_pax_headers_that_change_a_member_are_checked(tmp_path, pax, words):
     assert_clear_error(run_cli("triage", bundle), f"{bundle}: refused: ", words, "fix:")
 
 
+@pytest.mark.parametrize("mtime", ["9" * 40, "nan", "-1e30"])
+def test_a_time_no_platform_can_set_is_only_metadata(tmp_path, mtime):
+    """A pax header's mtime beyond time_t (or nan) once ended the run as an internal error;
+    the case is read, its files dated at the epoch."""
+    bundle = tmp_path / "b.tar.gz"
+    with tarfile.open(bundle, "w:gz", format=tarfile.PAX_FORMAT) as archive:
+        info = tarfile.TarInfo("case/case.yaml")
+        info.size, info.pax_headers = len(CASE_HEAD.encode()), {"mtime": mtime}
+        archive.addfile(info, io.BytesIO(CASE_HEAD.encode()))
+    done = run_cli("triage", bundle, "--no-env")
+    assert done.returncode in (0, 1), done.stderr
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout.strip()
+
+
 def test_the_intake_never_edits_a_linked_case_file(tmp_path):
     outside = tmp_path / "elsewhere.yaml"
     outside.write_text("schema: qcdoctor/case-v1\ntitle: not this case's\n", encoding="utf-8")
