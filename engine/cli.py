@@ -15,7 +15,7 @@ from pathlib import Path
 
 from qcdoctor import __version__
 
-from .errors import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from .errors import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, QcdoctorError
 
 FAIL_ON = ("info", "warning", "error", "never")
 # per-case report formats, and jsonl: one JSON report a line for a batch
@@ -475,7 +475,10 @@ def _opened_case(args):
     elif is_bundle(Path(args.case)):
         from .bundle import opened_bundle
         with opened_bundle(Path(args.case)) as path:
-            yield path, args.case
+            try:
+                yield path, args.case
+            except QcdoctorError as exc:     # named as the bundle's member, not a temp file
+                raise exc.inside_bundle(path, args.case) from None
     else:
         yield args.case, None
 

@@ -31,6 +31,19 @@ class QcdoctorError(Exception):
         self.fix = shorten(fix) if fix else fix
         super().__init__(self.render())
 
+    def inside_bundle(self, folder, bundle) -> QcdoctorError:
+        """This error with a file extracted from ``bundle`` into ``folder`` (gone once the
+        run ends) named as the member of the bundle the user has: 'b.tar.gz: case/x:3'."""
+        import os
+        root = os.path.dirname(os.path.abspath(folder))
+        if self.file and os.path.abspath(self.file).startswith(root + os.sep):
+            member = os.path.relpath(os.path.abspath(self.file), root).replace(os.sep, "/")
+            if self.line:
+                member += f":{self.line}"
+            self.file, self.line = f"{bundle}: {member}", None
+            self.args = (self.render(),)
+        return self
+
     def render(self) -> str:
         """The message as shown: every part made visible (a key of case.yaml may hold an
         ESC sequence; engine/safe_text.py), the file and key on their line."""

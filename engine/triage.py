@@ -84,11 +84,15 @@ def triage_path(path: str | Path, *, allow_outside=(), **kwargs) -> dict:
     from qcdoctor.collectors.case_file import load_case
 
     from .bundle import is_bundle, opened_bundle
+    from .errors import QcdoctorError
     path = Path(path)
     if is_bundle(path):
         kwargs.setdefault("display_path", str(path))
         with opened_bundle(path) as folder:
-            return triage_path(folder, allow_outside=allow_outside, **kwargs)
+            try:
+                return triage_path(folder, allow_outside=allow_outside, **kwargs)
+            except QcdoctorError as exc:     # named as the bundle's member, not a temp file
+                raise exc.inside_bundle(folder, path) from None
     case = load_case(path, tuple(map(Path, allow_outside)))
     return triage_case(case, case_files=CaseFiles(case.folder, tuple(map(Path, allow_outside))),
                        **kwargs)

@@ -540,6 +540,16 @@ def test_a_time_no_platform_can_set_is_only_metadata(tmp_path, mtime):
     assert done.stdout.strip()
 
 
+def test_an_error_inside_a_bundle_names_its_member_not_a_temporary_file(tmp_path):
+    bundle = tmp_path / "b.tar.gz"
+    text = b"schema: qcdoctor/case-v1\nrchema: x\n"
+    with tarfile.open(bundle, "w:gz") as archive:
+        _tar_member(archive, "case/case.yaml", text)
+    err = assert_clear_error(run_cli("triage", bundle, "--no-env"),
+                             f"{bundle}: case/case.yaml:2: 'rchema': unknown key", "fix:")
+    assert "qcdoctor-bundle-" not in err
+
+
 def test_the_intake_never_edits_a_linked_case_file(tmp_path):
     outside = tmp_path / "elsewhere.yaml"
     outside.write_text("schema: qcdoctor/case-v1\ntitle: not this case's\n", encoding="utf-8")
