@@ -165,7 +165,8 @@ def view_model(report: dict) -> dict:
                       + (L["outputs_absent"].format(why=id_words(absent[run["out_dir"]], lang))
                          if run["out_dir"] in absent else ""))
     postprocess = case.get("postprocess_in_model", "unknown")
-    if checks or facts_of(report, "qa_folder"):
+    if (checks or facts_of(report, "qa_folder")) and postprocess != "unknown":
+        # how the analyses were run; not stated, it is asked for, not listed as a check
         checks.append(L["postprocess_in_model"][postprocess])
     user = [f"{id_words(u['check'], lang)}{L['open']}{L[u['value']]}{L['close']}"
             for u in facts_of(report, "user_check") if u["value"] != "unknown"]
@@ -226,7 +227,18 @@ def _needed(report: dict, L: dict, lang: str) -> list[dict]:
                if a["kind"] in _WAITING_KINDS and a.get("cost") == _WAITING_COST
                and a["rule"] not in named]
             + [_item(c["id"], f"{c['title']}{L['colon']}{c['provide']}")
-               for c in report["checklist"] if c.get("provide")])
+               for c in report["checklist"] if c.get("provide")]
+            + _postprocess_unstated(report, L))
+
+
+def _postprocess_unstated(report: dict, L: dict) -> list[dict]:
+    """QuantAnalysis run or read without knowing whether post-processing was inside the
+    analysed model (the two give different tables): asked for as postprocess_in_model."""
+    case = (facts_of(report, "case") or [{}])[0]
+    if case.get("postprocess_in_model", "unknown") != "unknown" or \
+            not (facts_of(report, "qa_folder") or facts_of(report, "analysis_run")):
+        return []
+    return [_item("postprocess_in_model", L["postprocess_in_model"]["ask"])]
 
 
 def _item(item_id: str, text: str, rule: str = "", why: str = "") -> dict:

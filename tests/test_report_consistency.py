@@ -18,7 +18,7 @@ import re
 import pytest
 
 from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.report import render_markdown
+from qcdoctor.engine.report import labels, render_markdown
 from qcdoctor.engine.triage import triage_path
 from qcdoctor.engine.vocabulary import stage_label
 
@@ -83,17 +83,15 @@ def _section(markdown: str, heading: str) -> str:
     return rest[:end.start()] if end else rest
 
 
-NEEDED = {"zh": "### 仍需提供的信息", "en": "### Information still needed"}
-NONE = {"zh": ("无", "无。"), "en": ("None", "None.")}
-
-
 def test_nothing_needed_is_never_said_while_an_item_waits_for_input(reports):
     lang, rendered = reports
+    words = labels()[lang]
     wrong = []
     for name, (report, text) in rendered.items():
+        assert f"### {words['needed']}" in text, name          # the section is there
         waiting = [c["id"] for c in report["checklist"] if c.get("provide")]
-        needed = _section(text, NEEDED[lang]).strip()
-        if waiting and needed in NONE[lang]:
+        needed = _section(text, f"### {words['needed']}").strip()
+        if waiting and needed == words["nothing_needed"]:
             wrong.append((name, waiting))
     assert not wrong, wrong
 
@@ -120,17 +118,14 @@ def _stage_label(report: dict, stage: str) -> str:
     return stage_label(stage, report["language"])
 
 
-NO_OUTPUTS = {"zh": "未提供 QuantAnalysis 输出", "en": "no QuantAnalysis outputs provided"}
-RUN = {"zh": "## 执行过的检查", "en": "## Checks already run"}
-
-
 def test_a_listed_check_is_not_also_missing(reports):
     lang, rendered = reports
+    words = labels()[lang]
     wrong = []
     for name, (_, text) in rendered.items():
-        checks = _section(text, RUN[lang])
+        checks = _section(text, f"## {words['checks']}")
         listed = re.findall(r"\((qa[^)\s;]*)\)", checks)
-        if listed and NO_OUTPUTS[lang].lower() in text.lower():
+        if listed and words["qa_none"] in text:
             wrong.append((name, listed))
     assert not wrong, wrong
 
