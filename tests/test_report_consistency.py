@@ -56,7 +56,23 @@ def _scenario_reports(lang: str, root) -> dict:
         out[f"qa:{kind}"] = triage_path(build(kind, root / lang), lang=lang, use_env=False)
     for i, (stages, _stage, _suspect) in enumerate(ROWS):
         out[f"stages:{i}"] = triage_dict(_case(**stages), lang=lang)
+    for name, data in REVIEW_CASES.items():
+        out[f"review:{name}"] = triage_dict(data, lang=lang)
     return out
+
+
+# shapes the review found contradictions in
+REVIEW_CASES = {
+    "board_in_another_metric": {"evidence": ["dataset_eval"], "stages": {
+        "qat": {"metric": "mAP", "value": 0.45}, "quantized_bc": {"metric": "mAP", "value": 0.449},
+        "board": {"metric": "NDS", "value": 0.30}}},
+    "percent_and_fraction": {"evidence": ["dataset_eval"], "stages": {
+        "qat_bc": {"metric": "mAP", "value": 45.0},
+        "quantized_bc": {"metric": "mAP", "value": 0.449}}},
+    "unknown_direction": {"evidence": ["dataset_eval"], "stages": {
+        "qat_bc": {"metric": "minADE", "value": 1.10},
+        "quantized_bc": {"metric": "minADE", "value": 1.31}}},
+}
 
 
 @pytest.fixture(scope="module", params=LANGS)
