@@ -112,7 +112,7 @@ def test_task_list_inputs_compared_in_one_run(run, expected):
 @pytest.mark.parametrize("value,zh,en", [
     ("yes", "后处理保留在被分析的模型内", "Post-processing kept inside the analysed model"),
     ("no", "后处理未包含在被分析的模型内", "Post-processing left out of the analysed model"),
-    (None, "后处理是否包含在被分析的模型内（case.yaml 的 postprocess_in_model",
+    (None, "后处理是否包含在被分析的模型内（在 case.yaml 中写 `postprocess_in_model: yes`",
      "Whether post-processing was inside the model QuantAnalysis analysed"),
 ])
 def test_postprocess_in_model_is_reported_with_the_analyses(value, zh, en):
