@@ -7,9 +7,21 @@ from __future__ import annotations
 import copy
 import warnings
 
+import pytest
 import torch
 from torch import nn
 from torch.ao.quantization import FakeQuantizeBase
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Small activations gain nothing from a second thread, and on a busy machine torch's
+    threads wait for each other (8x slower measured): one thread keeps the time steady.
+    Imported by a test module, it holds for that module's tests."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 class FixedFakeQuantize(FakeQuantizeBase):

@@ -22,18 +22,17 @@ from qcdoctor.collectors.fx_graph import load_graph  # noqa: E402
 from qcdoctor.collectors.qa_files import load_probe_manifest  # noqa: E402
 from qcdoctor.probe import ProbeWarning, compare_models  # noqa: E402
 
-from .probe_nets import ToyNet, observer_of, quantize, toy  # noqa: E402
+from .probe_nets import (  # noqa: E402
+    ToyNet,
+    observer_of,
+    one_thread,  # noqa: F401 - an autouse fixture: one torch thread here
+    quantize,
+    toy,
+)
 
 EXAMPLE = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(2))
 EXACT = 1 - 1e-9            # the same computation in another order of operations
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,12 @@ from qcdoctor.collectors.case_file import load_case  # noqa: E402
 from qcdoctor.engine.triage import triage_case  # noqa: E402
 from qcdoctor.probe import compare_models  # noqa: E402
 
-from .probe_nets import inject, quantize, zoo_model  # noqa: E402
+from .probe_nets import (  # noqa: E402
+    inject,
+    one_thread,  # noqa: F401 - an autouse fixture: one torch thread here
+    quantize,
+    zoo_model,
+)
 from .qa.scenarios import case_yaml  # noqa: E402
 
 SIZE = 32          # small inputs keep the suite fast; the final pool is adaptive
@@ -21,15 +26,6 @@ SIZE = 32          # small inputs keep the suite fast; the final pool is adaptiv
 NETWORKS = {"resnet18": "features.stage2.unit2.body.conv1.conv",
             "seresnet10": "features.stage2.unit1.body.conv1.conv"}
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """32x32 activations gain nothing from a second thread, and on a busy machine torch's
-    threads wait for each other (8x slower measured): one thread keeps the time steady."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module", params=sorted(NETWORKS))

@@ -35,6 +35,7 @@ from .probe_nets import (  # noqa: E402
     function_node,
     inject,
     network,
+    one_thread,  # noqa: F401 - an autouse fixture: one torch thread here
     per_tensor_weights,
     quantize,
     swap_module,
@@ -43,13 +44,6 @@ from .probe_nets import (  # noqa: E402
 SIZE = 64
 CLEAN = 0.999               # knowledge.md's cosine_good: a clean row against clean QAT
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def example():
