@@ -59,7 +59,15 @@ def render(template: str, bindings: dict, lang: str = "en", for_display: bool = 
         text = formatter.vformat(template, (), bindings)
     except (KeyError, AttributeError, IndexError, ValueError):
         text = formatter.vformat(template, (), _Lenient(bindings))
-    return _CJK_SPACE.sub("", text) if lang == "zh" and for_display else text
+    if not for_display:
+        return text
+    # a bracketed field that came out empty ("directly ()"): the brackets go with it (a call
+    # such as "sensitivity()" has no space before its brackets and stays)
+    text = _EMPTY_BRACKETS.sub("", text)
+    return _CJK_SPACE.sub("", text) if lang == "zh" else text
+
+
+_EMPTY_BRACKETS = re.compile(r"(?: \(\s*\)|（\s*）)")
 
 
 def code_spans(text: str) -> list[tuple[str, bool]]:

@@ -155,6 +155,13 @@ def test_an_undetermined_gap_keeps_the_lists_of_both_ends(reports):
     assert not empty, empty
 
 
+def test_no_empty_brackets_where_a_value_was_missing(reports):
+    _, rendered = reports
+    empty = {name: m.group(0) for name, (_, text) in rendered.items()
+             for m in [re.search(r" \(\s*\)|（\s*）", _prose(text))] if m}
+    assert not empty, empty
+
+
 def test_nothing_cites_a_file_the_user_does_not_have(reports):
     _, rendered = reports
     cited = {name: m.group(0) for name, (_, text) in rendered.items()
