@@ -13,13 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-def temporary_beside(path: str | Path) -> tuple[int, str]:
+def temporary_beside(path: str | Path, replace_any: bool = False) -> tuple[int, str]:
     """(open descriptor, name) of a new temporary file in ``path``'s folder: the same file
     system, so the rename that puts it in place is atomic. Refuses a path that holds
-    something else than a regular file or a symlink."""
+    something else than a regular file or a symlink, unless ``replace_any`` (a name in our
+    own cache folder, where whatever lies there is ours to replace)."""
     path = Path(path)
     try:
-        kind = os.lstat(path).st_mode
+        kind = None if replace_any else os.lstat(path).st_mode
     except FileNotFoundError:
         kind = None
     if kind is not None and not (stat.S_ISREG(kind) or stat.S_ISLNK(kind)):
@@ -60,11 +61,12 @@ def existing_mode(path: str | Path, default: int = 0o644) -> int:
 
 
 @contextmanager
-def replaced_atomically(path: Path, mode: int = 0o644, durable: bool = True):
+def replaced_atomically(path: Path, mode: int = 0o644, durable: bool = True,
+                        replace_any: bool = False):
     """A temporary file beside ``path`` to write; it becomes ``path`` (synced to disk unless
     not ``durable``, with ``mode``) when the block ends without error, and is removed
-    otherwise."""
-    fd, tmp = temporary_beside(path)
+    otherwise. ``replace_any``: as for ``temporary_beside``."""
+    fd, tmp = temporary_beside(path, replace_any)
     os.close(fd)
     try:
         yield tmp

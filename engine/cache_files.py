@@ -51,18 +51,12 @@ def write_entry(path, data: bytes) -> None:
     in our own cache folder a FIFO or link at an entry's name is a miss to overwrite, not a
     user's file to keep. A cache that cannot be written only costs the next run time, so
     nothing is raised."""
-    import tempfile
     from pathlib import Path
 
-    from .atomic import discard, put_in_place
-    path = Path(path)
+    from .atomic import replaced_atomically
     try:
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as out:
+        with replaced_atomically(Path(path), 0o600, replace_any=True) as temporary, \
+                open(temporary, "wb") as out:
             out.write(data)
-        put_in_place(temporary, path, 0o600)
-    except Exception:  # noqa: BLE001 - see the docstring
-        discard(temporary)
+    except OSError:
+        pass

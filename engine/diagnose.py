@@ -181,16 +181,16 @@ def _order_actions(actions: list[dict], facts: list[dict], lang: str) -> None:
     so, and keeps its cost class (the last) when the user said they cannot retrain (R3.7)."""
     cannot_retrain = any(f["type"] == "case" and f.get("retrain") == "no" for f in facts)
     label = (_CANNOT_RETRAIN if cannot_retrain else _NEEDS_RETRAINING)[lang]
+    keys = {}
     for action in actions:
+        rank = action.pop("rank", None)          # ordering only: not part of the report
         if action["cost"] == "retrain":
             action["text"] = label + action["text"]
-
-    def key(action: dict):
-        rank = action.pop("rank", None)
-        if rank is None or (cannot_retrain and action["cost"] == "retrain"):
-            return len(ACTION_RANKS), COST_CLASSES.index(action["cost"])
-        return ACTION_RANKS.index(rank), COST_CLASSES.index(action["cost"])
-    actions.sort(key=key)
+            if cannot_retrain:
+                rank = None
+        keys[id(action)] = (ACTION_RANKS.index(rank) if rank else len(ACTION_RANKS),
+                            COST_CLASSES.index(action["cost"]))
+    actions.sort(key=lambda action: keys[id(action)])
 
 
 def _action(rule: Rule, action: dict, message: str, case_context: dict) -> dict:
