@@ -55,11 +55,10 @@ def test_without_retraining_the_qat_remedy_is_labelled_and_never_first(tmp_path)
 
 
 def test_an_unknown_rank_is_refused_with_the_file_and_key(tmp_path):
-    text = GOOD.replace("next_action: {", "next_action: {rank: soonest, ") \
-        if "next_action: {" in GOOD else None
-    if text is None:          # the stage rule has no action: give it one
-        text = GOOD.replace("then:\n", "then:\n  next_action: {id: x, kind: provide_info, "
-                                       "cost: verify, rank: soonest}\n", 1)
+    # the stage rule has no action of its own: give it one with a rank nobody knows
+    text = GOOD.replace("then:\n", "then:\n  next_action: {id: x, kind: provide_info, "
+                                   "cost: verify, rank: soonest}\n", 1)
+    assert "rank: soonest" in text
     root = _write_rule(tmp_path, "stage", "ST050-broken.yaml", text)
     with pytest.raises(RuleError) as err:
         load_rules_from(root)
