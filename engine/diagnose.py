@@ -98,7 +98,7 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
                                       "why": _text(rule, "rationale", lang, b), "rule": rule.id})
         if "next_action" in then and first("action", produced["next_action"]["id"]):
             report["next_actions"].append(_action(rule, produced["next_action"], message,
-                                                  case_context))
+                                                  case_context, lang))
         if "consistency" in then and report["consistency"] is None:
             c = produced["consistency"]
             report["consistency"] = {
@@ -193,14 +193,14 @@ def _order_actions(actions: list[dict], facts: list[dict], lang: str) -> None:
     actions.sort(key=lambda action: keys[id(action)])
 
 
-def _action(rule: Rule, action: dict, message: str, case_context: dict) -> dict:
+def _action(rule: Rule, action: dict, message: str, case_context: dict, lang: str) -> dict:
     out = {"id": action["id"], "kind": action["kind"], "cost": action["cost"]}
     for key in ("analysis_model_type", "baseline", "analysis", "stage_to_evaluate", "rank"):
         if action.get(key):
             out[key] = action[key]
     out["text"] = message
     if action.get("snippet"):
-        out["code"] = render_snippet(action["snippet"], action, case_context)
+        out["code"] = render_snippet(action["snippet"], action, case_context, lang=lang)
     out["rule"] = rule.id
     return out
 

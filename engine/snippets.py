@@ -5,6 +5,14 @@ and users paste the code and run it. So the snippet environment emits every ``{{
 as a Python literal (``repr``: quotes, escapes, never a line break), whatever the
 template says; only :class:`Code` - identifiers checked here, vocabulary labels - is
 emitted as is, and the ``comment`` filter makes text safe inside a ``#`` comment.
+
+The prose of the comments is marked ``{% trans %}...{% endtrans +%}`` (Jinja2's i18n
+extension, after the ``#``; the ``+`` keeps the line break trim_blocks would drop; a
+message may go on over lines that start with ``#``) and is rendered in the report's
+language from templates/snippet_comments.yaml, keyed by the English text with its line
+breaks and ``#`` prefixes folded into single spaces. One compiled template serves every
+language: the language is only the ``gettext`` a render passes. A message the catalogue
+lacks stays English (the tests require every one).
 """
 
 from __future__ import annotations
@@ -14,8 +22,15 @@ import math
 import re
 from functools import lru_cache
 
+from .bundled import load_yaml
 from .templating import new_environment
-from .vocabulary import OLD_ANALYSIS_NAMES, STAGE_LABELS, STAGE_VARIABLES, needs_two_runs
+from .vocabulary import (
+    OLD_ANALYSIS_NAMES,
+    STAGE_LABELS,
+    STAGE_VARIABLES,
+    needs_two_runs,
+    stage_label,
+)
 
 # profiler releases before the rename call the types by these names
 OLD_ANALYSIS_TYPE = {new: old for old, new in OLD_ANALYSIS_NAMES.items()}
@@ -63,7 +78,66 @@ def python_literal(value) -> str:
 
 @lru_cache(maxsize=1)
 def _environment():
-    return new_environment(filters={"comment": comment, "identifier": identifier}, finalize=python_literal)
+    env = new_environment(filters={"comment": comment, "identifier": identifier},
+                          finalize=python_literal)
+    # one environment and compiled template for every language: a render passes its
+    # gettext; newstyle, so gettext formats the values itself and a translated message
+    # and its values take the same safety path as the English ones
+    env.add_extension("jinja2.ext.i18n")
+    env.newstyle_gettext = True
+    return env
+
+
+# a message going on in the next comment line: the break, its indentation and "#"
+_CONTINUATION = re.compile(r"(\n[ \t]*#[ \t]*)")
+
+
+def message_key(message: str) -> str:
+    """A ``{% trans %}`` message as the catalogue knows it: the prose on one line."""
+    return _CONTINUATION.sub(" ", message)
+
+
+@lru_cache(maxsize=None)
+def catalogue(lang: str) -> dict[str, str]:
+    """English comment text -> its text in ``lang`` (for English: empty)."""
+    if lang == "en":
+        return {}
+    return load_yaml("qcdoctor.templates", "snippet_comments.yaml").get(lang) or {}
+
+
+def _comment_text(lines: list[str], joints: list[str], values: dict) -> Code:
+    """``lines`` joined by ``joints``, each safe in a ``#`` comment, values as literals
+    (or checked code) just as ``{{ }}`` makes them."""
+    text = comment(lines[0]) + "".join(joint + comment(line)
+                                       for joint, line in zip(joints, lines[1:], strict=True))
+    text %= {name: python_literal(value) for name, value in values.items()}
+    # a value right after the text could complete a PEP 263 cookie
+    return Code(_CODING.sub(r"\1 \2", text))
+
+
+def translator(table: dict[str, str]):
+    """The ``gettext`` a render passes: messages from ``table``, English where it has none
+    or a broken one (in production a comment is better English than no code at all)."""
+
+    def gettext(message: str, **values) -> Code:
+        parts = _CONTINUATION.split(message)
+        translated = table.get(message_key(message))
+        if translated is not None:
+            lines = translated.split("\n")
+            # its lines go on as the English ones do (a lone line: a plain comment line)
+            joint = parts[1] if len(parts) > 1 else "\n# "
+            try:
+                return _comment_text(lines, [joint] * (len(lines) - 1), values)
+            except (KeyError, ValueError, TypeError):
+                pass
+        return _comment_text(parts[::2], parts[1::2], values)
+
+    return gettext
+
+
+@lru_cache(maxsize=None)
+def _gettext(lang: str):
+    return translator(catalogue(lang))
 
 
 def two_runs(baseline: str | None, analysis: str | None, case_context: dict) -> bool:
@@ -71,7 +145,7 @@ def two_runs(baseline: str | None, analysis: str | None, case_context: dict) -> 
                           case_context.get("has_task_input", False))
 
 
-def snippet_context(action: dict, case_context: dict) -> dict:
+def snippet_context(action: dict, case_context: dict, lang: str = "en") -> dict:
     baseline, analysis = action.get("baseline"), action.get("analysis")
     kind = action.get("analysis_model_type", "")
     stage = action.get("stage_to_evaluate")
@@ -83,8 +157,9 @@ def snippet_context(action: dict, case_context: dict) -> dict:
         "baseline": baseline, "analysis": analysis,
         "baseline_var": identifier(STAGE_VARIABLES.get(baseline, "baseline_model")),
         "analysis_var": identifier(STAGE_VARIABLES.get(analysis, "analysis_model")),
-        "baseline_label": comment(STAGE_LABELS.get(baseline, baseline)),
-        "analysis_label": comment(STAGE_LABELS.get(analysis, analysis)),
+        # labels in the report's language: the board is a place, not a file
+        "baseline_label": comment(stage_label(baseline, lang)),
+        "analysis_label": comment(stage_label(analysis, lang)),
         "analysis_model_type": kind,
         "old_analysis_type": OLD_ANALYSIS_TYPE.get(kind, kind),
         "out_dir": out_dir,
@@ -93,7 +168,7 @@ def snippet_context(action: dict, case_context: dict) -> dict:
         "sens_out_dir": out_dir.rstrip("/") + "_sens",
         "sens_two_runs": two_runs("qat_export", "quantized_bc", case_context),
         "stage": stage,
-        "stage_label": comment(STAGE_LABELS.get(stage, "")),
+        "stage_label": comment(stage_label(stage, lang) if stage in STAGE_LABELS else ""),
         "stage_var": identifier(STAGE_VARIABLES.get(stage, "model")),
         "level": _level(action.get("level")),
         "old_level": action.get("old_level"),
@@ -120,6 +195,7 @@ def _out_dir(path: str) -> str:
     return path if path.startswith(("/", ".")) else f"./{path}"
 
 
-def render_snippet(name: str, action: dict, case_context: dict) -> str:
+def render_snippet(name: str, action: dict, case_context: dict, *, lang: str = "en") -> str:
     template = _environment().get_template(f"snippets/{name}.py.j2")
-    return template.render(**snippet_context(action, case_context)).strip() + "\n"
+    context = snippet_context(action, case_context, lang)
+    return template.render(**context, gettext=_gettext(lang)).strip() + "\n"

@@ -53,14 +53,14 @@ def _variants(name: str):
             yield flags, stage, level
 
 
-def _render(name: str, value: str, flags, stage: str, level: int) -> str:
+def _render(name: str, value: str, flags, stage: str, level: int, lang: str = "en") -> str:
     differs, task, badcase = flags
     context = {"march": value, "input_format_differs": differs, "has_task_input": task,
                "badcase": badcase, "out_dirs": {"convert": value}}
     action = {"analysis_model_type": "convert", "baseline": "qat_bc", "analysis": "quantized_bc",
               "out_dir": value, "stage_to_evaluate": stage, "level": level, "layer": value,
               "ops": f"{value},{value}x", "limit": "130925.09"}
-    return render_snippet(name, action, context)
+    return render_snippet(name, action, context, lang=lang)
 
 
 def _shape(code: str) -> tuple[set[str], set[str]]:
@@ -75,14 +75,15 @@ def _strings(code: str) -> set[str]:
             if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
+@pytest.mark.parametrize("lang", ("en", "zh"))      # zh: values inside translated comments
 @pytest.mark.parametrize("name", _names())
-def test_hostile_values_stay_literals(name):
+def test_hostile_values_stay_literals(name, lang):
     checked = 0
     for flags, stage, level in _variants(name):
-        benign = _render(name, "head.conv", flags, stage, level)
+        benign = _render(name, "head.conv", flags, stage, level, lang)
         calls, imports = _shape(benign)
         for value in HOSTILE:
-            code = _render(name, value, flags, stage, level)
+            code = _render(name, value, flags, stage, level, lang)
             got_calls, got_imports = _shape(code)
             assert got_calls <= calls, (value, got_calls - calls)
             assert got_imports == imports, value
