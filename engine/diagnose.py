@@ -56,7 +56,7 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
                        "determined": conclusion["determined"] if conclusion else False,
                        "evidence": []},
         "missing": [], "ask": [], "next_actions": [], "consistency": None, "findings": [],
-        "checklist": [], "pitfalls": [], "artifacts": {"stage": stage, "keep": []},
+        "checklist": [], "pitfalls": [], "cautions": [], "artifacts": {"stage": stage, "keep": []},
         "facts": facts, "trace": [],
     }
     if conclusion:
@@ -110,8 +110,9 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
             report["findings"].append({"rule": rule.id, "severity": rule.severity,
                                        "title": rule.title[lang], "text": message,
                                        "evidence": _evidence(b, bound)})
-        if "pitfall" in then and first("pitfall", then["pitfall"]):
-            report["pitfalls"].append({"id": then["pitfall"], "text": message,
+        for kind, listed in (("pitfall", "pitfalls"), ("caution", "cautions")):
+            if kind in then and first(kind, then[kind]):
+                report[listed].append({"id": then[kind], "text": message,
                                        "correct_practice": (rule.fix or rule.rationale)[lang],
                                        "rule": rule.id, "severity": rule.severity})
         if "ask" in then and first("ask", produced["ask"]):
@@ -130,6 +131,8 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
                 report["artifacts"]["keep"].append(
                     {"name": name, "present": bool(path), "path": path})
     _order_actions(report["next_actions"], facts, lang)
+    committed = {p["id"] for p in report["pitfalls"]}
+    report["cautions"] = [c for c in report["cautions"] if c["id"] not in committed]
     if full_checklist or is_deployment_problem(stage, report["conclusion"]["suspect"], facts):
         report["checklist"] = checklist_section(judged, lang)
     if any(f["type"] == "qa_folder" for f in facts):
@@ -218,7 +221,8 @@ def _present(patterns: list[str], files: list[str]) -> str | None:
 
 def max_severity(report: dict) -> int:
     """Severity of the most serious reported item, -1 when nothing was reported."""
-    items = report["conclusion"]["evidence"][:1] + report["findings"] + report["pitfalls"]
+    items = (report["conclusion"]["evidence"][:1] + report["findings"] + report["pitfalls"]
+             + report.get("cautions", []))
     ranks = [SEVERITY_RANK[i["severity"]] for i in items if i.get("severity")]
     ranks += [SEVERITY_RANK["error"] for c in report["checklist"] if c["status"] == "fail"]
     return max(ranks, default=-1)

@@ -30,7 +30,8 @@ def junit_cases(report: dict) -> list[dict]:
         cases.append({"classname": "checklist", "name": f"{c['id']}: {c['title']}",
                       "outcome": outcome, "message": L["checklist_status"][c["status"]],
                       "text": evidence.strip()})
-    for kind, items in (("findings", report["findings"]), ("pitfalls", report["pitfalls"])):
+    for kind, items in (("findings", report["findings"]), ("pitfalls", report["pitfalls"]),
+                        ("cautions", report.get("cautions", []))):
         for item in items:
             title = item.get("title") or item.get("id")
             text = item["text"]

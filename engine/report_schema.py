@@ -39,6 +39,8 @@ _SEVERITY = Choice(("info", "warning", "error"))
 _LANG = Choice(("zh", "en"))
 _FACT = Fact()
 _RULED_TEXT = Mapping({"rule": Text(), "text": Text(), "severity": _SEVERITY})
+_PITFALLS = ListOf(Mapping({"id": Text(), "text": Text(), "correct_practice": Text(),
+                            "rule": Text(), "severity": _SEVERITY}, required=("id", "text")))
 
 REPORT_SPEC = Mapping({
     "schema": Text(const=REPORT_SCHEMA_ID),
@@ -74,8 +76,9 @@ REPORT_SPEC = Mapping({
         "parts": ListOf(Mapping({"id": Choice(CHECKLIST_ITEMS),
                                  "status": Choice(CHECKLIST_STATUSES), "title": Text()})),
         "provide": Text()}, required=("id", "status"))),
-    "pitfalls": ListOf(Mapping({"id": Text(), "text": Text(), "correct_practice": Text(),
-                                "rule": Text(), "severity": _SEVERITY}, required=("id", "text"))),
+    "pitfalls": _PITFALLS,
+    # reports written before cautions were reported apart have none
+    "cautions": _PITFALLS,
     "artifacts": Mapping({"stage": Choice(CONCLUSION_STAGES),
                           "keep": ListOf(Mapping({"name": Text(), "present": Flag(),
                                                   "path": Text()}))}),

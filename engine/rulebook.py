@@ -33,8 +33,10 @@ OPTIONAL = ("fix", "spec")
 # a reference a user can open: a page of the project's documentation (shipped with the
 # package) at one of its sections, or a public web page
 REFERENCE_RE = re.compile(r"^(docs/[a-z0-9_-]+\.md#[a-z0-9-]+|https://\S+)$")
+# ``pitfall``: a mistake the case shows the user made; ``caution``: the same kind of
+# mistake, one the case does not show yet but is close to (reported apart: R3.14)
 THEN_KEYS = ("conclusion", "missing", "next_action", "consistency", "finding", "pitfall",
-             "keep", "evidence", "checklist", "ask")
+             "caution", "keep", "evidence", "checklist", "ask")
 # a ``then`` output that later rules read back as a fact of this type
 PRODUCES_FACT = {"conclusion": "conclusion", "checklist": "checklist"}
 
@@ -90,9 +92,10 @@ def _check_then(then, where: str) -> dict:
     if "missing" in then and then["missing"] not in MISSING_IDS:
         raise RuleError(f"missing must be one of {', '.join(MISSING_IDS)}", file=where,
                         key="then.missing")
-    if "pitfall" in then and then["pitfall"] not in PITFALL_IDS:
-        raise RuleError(f"pitfall must be one of {', '.join(PITFALL_IDS)}", file=where,
-                        key="then.pitfall")
+    for key in ("pitfall", "caution"):
+        if key in then and then[key] not in PITFALL_IDS:
+            raise RuleError(f"{key} must be one of {', '.join(PITFALL_IDS)}", file=where,
+                            key=f"then.{key}")
     if "next_action" in then:
         a = then["next_action"]
         if not isinstance(a, dict) or a.get("kind") not in ACTION_KINDS or not a.get("id"):

@@ -55,7 +55,7 @@ def sarif_results(report: dict) -> list[tuple]:
         places = fact_locations(f for rule in rules for f in checked.get((rule, c["id"]), []))
         items.append((f"checklist/{c['id']}", c["title"], _CHECKLIST_LEVELS[c["status"]],
                       "\n".join(text), places or [("case.yaml", None)]))
-    for p in report["pitfalls"]:
+    for p in report["pitfalls"] + report.get("cautions", []):
         text = f"{p['text']}\n{L['correct_practice']}{L['colon']}{p['correct_practice']}"
         items.append((p["rule"], p["id"], _LEVELS[p.get("severity") or "warning"], text,
                       fact_locations(facts_of.get(p["rule"], []))))

@@ -182,11 +182,12 @@ def _triage_parts(view: dict) -> list:
         findings.append(_text(f"{L['qa_summary']}{sep}{view['qa_summary']}"))
     findings.append(_line(_text(f"{L['fixes_applied']}{sep}"), _message(view["fixes_applied"])))
     parts += [_heading(L["findings"]), _bullets(findings)]
-    if r["pitfalls"]:
-        parts += [_text(L["pitfalls"], "bold"), _bullets(
-            [_line(_text(p["id"], CODE), _text(sep), _message(p["text"]), _text(" "),
-                   _text(f"{L['correct_practice']}{sep}", "italic"),
-                   _message(p["correct_practice"]), _rule_id(p["rule"])) for p in r["pitfalls"]])]
+    for title, items in ((L["pitfalls"], r["pitfalls"]), (L["cautions"], r.get("cautions", []))):
+        if items:
+            parts += [_text(title, "bold"), _bullets(
+                [_line(_text(p["id"], CODE), _text(sep), _message(p["text"]), _text(" "),
+                       _text(f"{L['correct_practice']}{sep}", "italic"),
+                       _message(p["correct_practice"]), _rule_id(p["rule"])) for p in items])]
     if r["checklist"]:
         parts += [_text(L["checklist"], "bold"), _checklist(view)]
     parts.append(_heading(L["next"]))

@@ -57,7 +57,7 @@ def test_sarif_of_every_example_is_valid_and_has_one_result_per_item(sarif_valid
         results = log["runs"][0]["results"]
         expected = ([f"checklist/{c['id']}" for c in report["checklist"]
                      if c["status"] in ("fail", "unknown")]
-                    + [p["rule"] for p in report["pitfalls"]]
+                    + [p["rule"] for p in report["pitfalls"] + report["cautions"]]
                     + [f["rule"] for f in report["findings"] if f["severity"] != "info"])
         assert [r["ruleId"] for r in results] == expected, name
         rules = log["runs"][0]["tool"]["driver"]["rules"]
@@ -109,7 +109,7 @@ def test_junit_has_one_testcase_per_item_and_judgement(reports):
         assert len(suites) == 1
         cases = list(suites[0])
         assert len(cases) == len(report["checklist"]) + len(report["findings"]) + \
-            len(report["pitfalls"]), name
+            len(report["pitfalls"]) + len(report["cautions"]), name
         outcome = {c.name.split(":")[0]: type(c.result[0]) if c.result else None for c in cases}
         for item in report["checklist"]:
             assert outcome[item["id"]] is {"fail": Failure, "pass": None}.get(item["status"],
@@ -118,7 +118,8 @@ def test_junit_has_one_testcase_per_item_and_judgement(reports):
             assert outcome[finding["rule"]] is (Failure if finding["severity"] == "error"
                                                 else None), name
         assert suites[0].failures == sum(c["status"] == "fail" for c in report["checklist"]) + \
-            sum(f["severity"] == "error" for f in report["findings"] + report["pitfalls"])
+            sum(f["severity"] == "error"
+                for f in report["findings"] + report["pitfalls"] + report["cautions"])
 
 
 def test_junit_failure_says_why(reports):

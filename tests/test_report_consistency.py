@@ -7,6 +7,7 @@ itself or says nothing useful.
 - a stage that has a value in the stage table is never said to have no result;
 - a folder listed under the checks already run is not also "no QuantAnalysis outputs";
 - an undetermined gap between two stages still lists what to keep;
+- a caution the user did not commit is not listed among the pitfalls seen in the case;
 - nothing cites a file the user does not have (knowledge.md, the seeds).
 """
 
@@ -19,6 +20,7 @@ import pytest
 
 from qcdoctor.engine.examples import example_names, example_path
 from qcdoctor.engine.report import labels, render_markdown
+from qcdoctor.engine.rulebook import load_rules
 from qcdoctor.engine.triage import triage_path
 from qcdoctor.engine.vocabulary import stage_label
 
@@ -153,6 +155,25 @@ def test_an_undetermined_gap_keeps_the_lists_of_both_ends(reports):
              and any(f["type"] == "transition" for f in report["facts"])
              and not report["artifacts"]["keep"]]
     assert not empty, empty
+
+
+def test_cautions_are_not_listed_as_pitfalls_seen_in_the_case(reports):
+    lang, rendered = reports
+    words = labels()[lang]
+    # ids no rule reports as a committed mistake: never "seen in this case"
+    committed = {r.then["pitfall"] for r in load_rules() if "pitfall" in r.then}
+    reminders = {r.then["caution"] for r in load_rules() if "caution" in r.then} - committed
+    wrong, shown = [], 0
+    for name, (report, text) in rendered.items():
+        seen = _section(text, f"### {words['pitfalls']}")
+        kept_apart = _section(text, f"### {words['cautions']}")
+        for caution in report["cautions"]:
+            shown += 1
+            if f"`{caution['id']}`" in seen or f"`{caution['id']}`" not in kept_apart:
+                wrong.append((name, caution["id"]))
+        wrong += [(name, p["id"]) for p in report["pitfalls"] if p["id"] in reminders]
+    assert not wrong, wrong
+    assert shown, "no report holds a caution: the check above checked nothing"
 
 
 def test_no_empty_brackets_where_a_value_was_missing(reports):

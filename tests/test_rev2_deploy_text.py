@@ -39,6 +39,10 @@ def _pitfalls(report: dict) -> set[str]:
     return {p["id"] for p in report["pitfalls"]}
 
 
+def _cautions(report: dict) -> set[str]:
+    return {c["id"] for c in report["cautions"]}
+
+
 # --- §10: finer checks roll up into the five mandatory items -----------------------
 
 def test_wrong_preprocess_mode_fails_input_preprocessing(tmp_path):
@@ -88,9 +92,12 @@ def test_failure_only_through_a_finer_check_is_named_once_in_words(tmp_path):
 def test_normal_hbm_x86_verifies_quantized_bc_indirectly():
     case = {"evidence": ["dataset_eval"], "badcase": "available",
             "stages": {"qat": N, "quantized_bc": U, "hbm_x86": N, "board": A}}
-    assert "unverified_quantized_bc" not in _pitfalls(triage_dict(case))
+    assert "unverified_quantized_bc" not in _cautions(triage_dict(case))
     case["stages"]["hbm_x86"] = U
-    assert "unverified_quantized_bc" in _pitfalls(triage_dict(case))
+    report = triage_dict(case)
+    # nobody blamed compile yet: a reminder, not a mistake seen in the case (R3.14)
+    assert "unverified_quantized_bc" in _cautions(report)
+    assert "unverified_quantized_bc" not in _pitfalls(report)
 
 
 @pytest.mark.parametrize("run,expected", [
