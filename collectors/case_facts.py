@@ -11,7 +11,7 @@ from qcdoctor.engine.source_locations import at, case_key, joined
 from qcdoctor.engine.vocabulary import analysis_type, needs_two_runs, torch_vs_bc
 
 from .case_file import Case
-from .deploy_facts import collect_deploy
+from .deploy_facts import collect_deploy, read_deploy_files, stated_march
 from .dump_facts import collect_dumps
 from .environment import detect_march, installed_versions
 from .files import CaseFiles
@@ -245,13 +245,28 @@ def collect_case(case: Case, *, environ=None, cwd: Path | None = None,
     board = detect_march(case.folder, cwd, environ, use_env, files)   # the board's march
     board_places = getattr(board, "locations", [])
     platform = platform_facts(case, board, board_places)
+    deploy_files = read_deploy_files(case, files)
+    stated = None if platform[0]["known"] else stated_march(deploy_files)
+    if stated:
+        # the march the user's own script or config deploys to names the platform when
+        # neither case.yaml nor a board file does
+        march, source, places = stated
+        platform = [{**platform_fact(None, march, source), "locations": places}]
     with warnings.catch_warnings():
         # numeric overflow in hostile tables or dumps is handled where it matters
         # (non-finite values are skipped or reported); numpy's warnings are noise here
         warnings.simplefilter("ignore", RuntimeWarning)
         dumps = collect_dumps(case, trust_pickles, progress, files)
-        artifacts = (collect_quant_analysis(case, trust_pickles, thresholds, files)
-                     + collect_deploy(case, platform[0], board, files, board_places) + dumps)
+        # the QAT input scale is looked up only where a board scale waits for it
+        sides = case.get("deploy", {})
+        input_scales: list[tuple[float, str, list[dict]]] | None = (
+            [] if "input_scale" in sides.get("board", {})
+            and "input_scale" not in sides.get("train", {}) else None)
+        artifacts = (collect_quant_analysis(case, trust_pickles, thresholds, files, input_scales)
+                     + collect_deploy(case, platform[0], board, files, board_places,
+                                      read=deploy_files, platform_from_deploy=bool(stated),
+                                      profiler_scale=one_input_scale(input_scales or []))
+                     + dumps)
     # dumps of the same input stand in for missing stage results (knowledge.md §5 rev 2)
     dump_pairs = [f for f in dumps if f["type"] == "dump_pair"]
     for pair in dump_pairs:
@@ -265,6 +280,18 @@ def collect_case(case: Case, *, environ=None, cwd: Path | None = None,
             + analysis_facts(case, _sensitivity_folders(artifacts),
                              absent_outputs(case, files, artifacts))
             + artifacts + _located_problems(case, files.problem_facts())), series
+
+
+def one_input_scale(found: list[tuple[float, str, list[dict]]]
+                    ) -> tuple[float, str, list[dict]] | None:
+    """The input QuantStub scale the QuantAnalysis outputs agree on, or None when they
+    give none or several (a model with several inputs: which one the board feeds is not
+    known)."""
+    distinct = []
+    for entry in found:
+        if not any(abs(entry[0] - d[0]) <= 1e-6 * max(abs(d[0]), 1e-12) for d in distinct):
+            distinct.append(entry)
+    return distinct[0] if len(distinct) == 1 else None
 
 
 def _sensitivity_folders(artifacts: list[dict]) -> frozenset[str]:

@@ -10,6 +10,7 @@ step is ``rounding`` (R3.9, R3.11). The worst row is not the root cause.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -358,6 +359,22 @@ def _kind_fact(analysis: str, layer: str, order: int, kind: str, detail: dict, s
     fact.update({name: _finite(detail.get(name)) for name in _KIND_NUMBERS})
     fact.update({name: bool(detail.get(name, False)) for name in _KIND_FLAGS})
     return fact
+
+
+def stub_scales(layers: LayerTable) -> list[tuple[float, int, str]]:
+    """(qscale, line, mod_name) of every input QuantStub row with a scale, in order."""
+    frame = layers.frame
+    if "qscale" not in frame:
+        return []
+    out = []
+    for position in range(len(frame)):
+        op = _text(frame, "analy_op_type", position) or _text(frame, "base_op_type", position)
+        scale = frame["qscale"].iat[position]
+        if "QuantStub" in op and "DeQuantStub" not in op and pd.notna(scale) \
+                and math.isfinite(float(scale)) and float(scale) > 0:
+            out.append((float(scale), int(frame["_line"].iat[position]),
+                        _text(frame, "mod_name", position)))
+    return out
 
 
 def _finite(value) -> float:

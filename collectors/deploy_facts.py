@@ -6,8 +6,11 @@ what deployment does; the deploy/ rules turn them into checklist results.
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass, field
 
 from qcdoctor.engine.errors import QcdoctorError
+from qcdoctor.engine.fact_types import MARCHES
 from qcdoctor.engine.source_locations import at, case_key, joined
 
 from .case_file import Case
@@ -21,6 +24,7 @@ COMPARED = {"normalisation": "input_preprocessing", "color": "input_preprocessin
             "resize": "input_preprocessing", "input_scale": "input_scale",
             "padding": "padding", "postprocess": "pre_post_nodes"}
 NHWC_SOURCES = ("pyramid", "resizer")
+PROFILER_DECIMALS_HALF = 0.5e-7         # QuantAnalysis tables print 7 decimals
 
 
 def _text(value) -> str:
@@ -60,26 +64,87 @@ def _same(a, b) -> str:
     return "yes" if str(a).strip().lower() == str(b).strip().lower() else "no"
 
 
+@dataclass
+class DeployFiles:
+    """The compile script and the hb_compile config of a case, read once: the platform
+    may come from them (``stated_march``) before the deployment facts are built."""
+    calls: list[Call] = field(default_factory=list)
+    script_source: str = ""
+    config: dict | None = None
+    config_source: str = ""
+    problems: list[dict] = field(default_factory=list)
+
+
+def read_deploy_files(case: Case, files: CaseFiles | None = None) -> DeployFiles:
+    files = files or CaseFiles(case.folder)
+    deploy = case.get("deploy", {})
+    problems: list[dict] = []
+    calls, script_source = _script(case, deploy, problems, files)
+    config, config_source = _config(case, deploy, problems, files)
+    return DeployFiles(calls, script_source, config, config_source, problems)
+
+
+def stated_march(read: DeployFiles) -> tuple[str, str, list[dict]] | None:
+    """(march, source, locations) when the script's convert and compile calls and the
+    config name one known march between them: the platform the user deploys to, for a
+    case that names none itself (knowledge.md §7 asks for it, §10 compares it)."""
+    found = []
+    for name in ("convert", "compile"):
+        call = _last(read.calls, name)
+        if call is not None and isinstance(call.args.get("march"), str):
+            found.append((call.args["march"], f"{read.script_source} line {call.line}",
+                          at(read.script_source, call.line)))
+    if read.config and read.config.get("march"):
+        found.append((read.config["march"], f"{read.config_source} (model_parameters.march)",
+                      at(read.config_source)))
+    marches = {m.strip().lower() for m, _, _ in found}
+    if len(marches) != 1 or next(iter(marches)) not in MARCHES[:-1]:
+        return None          # none, several, or one this tool does not know
+    march, source, places = found[0]
+    return march.strip().lower(), source, places
+
+
 def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | None,
-                   files: CaseFiles | None = None, board_locations: list[dict] = ()
+                   files: CaseFiles | None = None, board_locations: list[dict] = (),
+                   read: DeployFiles | None = None, platform_from_deploy: bool = False,
+                   profiler_scale: tuple[float, str, list[dict]] | None = None
                    ) -> list[dict]:
     """All deployment facts of a case (empty when it says nothing about deployment);
-    ``board_locations``: where the case folder's board file names ``board_march``.
+    ``board_locations``: where the case folder's board file names ``board_march``;
+    ``read``: the script and config when already read; ``platform_from_deploy``: the
+    platform was taken from them (``stated_march``), so it is no second opinion on their
+    march; ``profiler_scale``: (value, source, locations) of the input QuantStub's scale
+    in the QuantAnalysis outputs, the QAT calibration scale when case.yaml gives none.
 
     Each fact carries its provenance twice: as text (``source``) and as data
     (``locations``: files relative to the case folder and lines, for SARIF)."""
     files = files or CaseFiles(case.folder)
     deploy = case.get("deploy", {})
-    facts: list[dict] = []
-    calls, script_source = _script(case, deploy, facts, files)
-    config, config_source = _config(case, deploy, facts, files)
+    read = read or read_deploy_files(case, files)
+    facts: list[dict] = list(read.problems)
+    calls, script_source = read.calls, read.script_source
+    config, config_source = read.config, read.config_source
     train, board = dict(deploy.get("train", {})), dict(deploy.get("board", {}))
+    train_at: dict[str, tuple[str, list[dict], float]] = {}
+    if profiler_scale and "input_scale" not in train and board.get("input_scale") is not None:
+        # only where there is a board scale to compare it with; the profiler prints
+        # scales with 7 decimals, so they agree within half a unit of the last one
+        train["input_scale"] = profiler_scale[0]
+        train_at["input_scale"] = (*profiler_scale[1:], PROFILER_DECIMALS_HALF)
     preprocess = _last(calls, "insert_image_preprocess")
     stated = preprocess_normalisation(preprocess)
+    normalised_at = None
     if any(value is not UNKNOWN for value in stated.values()):
         # the inserted node does the board-side normalisation: mean, std and divisor are
         # taken together (one left out is unknown, never case.yaml's nor 1)
         board.update(stated)
+        if "mean" in preprocess.args:
+            normalised_at = (f"{script_source} line {preprocess.line}",
+                             at(script_source, preprocess.line))
+    elif _config_normalisation(config):
+        # hb_compile inserts the normalisation its mean/scale/std values describe
+        board.update(_config_normalisation(config))
+        normalised_at = (f"{config_source} (input_parameters, input 0)", at(config_source))
     if script_source:
         names = {c.name for c in calls}
         facts.append({"type": "deploy_script", "read": True,
@@ -87,14 +152,15 @@ def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | No
                       "removes_io": "remove_io_op" in names, "converts": "convert" in names,
                       "compiles": "compile" in names, "source": script_source,
                       "locations": at(script_source)})
-    facts += _comparisons(case, train, board, deploy, preprocess, script_source)
-    facts += _march(calls, config, platform, board_march, script_source, config_source,
-                    board_locations)
+    facts += _comparisons(case, train, board, deploy, preprocess, normalised_at, train_at)
+    facts += _march(calls, config, {} if platform_from_deploy else platform, board_march,
+                    script_source, config_source, board_locations)
     facts += _order(calls, script_source) if calls else _declared_nodes(case, deploy)
     facts += _preprocess(case, train, calls, script_source)
     facts += _layout(case, train, board, calls, config, script_source)
-    facts += _nv12(case, board, calls)
-    facts += _input_types(config, config_source) or _declared_input_types(case, train, board)
+    facts += _nv12(case, board, calls, config, config_source)
+    facts += _input_types(config, config_source) or _declared_input_types(
+        case, train, board, calls, script_source)
     facts += _core_num(config, calls, platform, config_source, script_source)
     return facts
 
@@ -144,18 +210,26 @@ def _last(calls: list[Call], name: str) -> Call | None:
     return found[-1] if found else None
 
 
-def _comparisons(case, train, board, deploy, preprocess, script_source) -> list[dict]:
+def _comparisons(case, train, board, deploy, preprocess, normalised_at, train_at) -> list[dict]:
+    """``normalised_at``: (source, locations) of a board normalisation the script or the
+    config states; ``train_at``: the same for training values not from case.yaml."""
     if not (train or board or preprocess or "postprocess_same" in deploy):
         return []
-    facts = [_normalisation(case, train, board, preprocess, script_source)]
+    facts = [_normalisation(case, train, board, normalised_at)]
     for item in ("resize", "padding", "input_scale"):
         t, b = train.get(item), board.get(item)
         source = case.source(f"deploy.board.{item}")
+        train_source, train_places, slack = train_at.get(
+            item, (case.source(f"deploy.train.{item}"), case_key(case, f"deploy.train.{item}"),
+                   0.0))
+        equal = _same(t, b)
+        if slack and equal == "no" and abs(t - b) <= slack * (1 + 1e-6):
+            equal = "yes"
         facts.append({"type": "deploy_compare", "item": item, "check": COMPARED[item],
                       "train": _text(t) if t is not None else "unknown",
                       "board": _text(b) if b is not None else "unknown",
-                      "equal": _same(t, b), "source": f"{case.source(f'deploy.train.{item}')}; {source}",
-                      "locations": joined(case_key(case, f"deploy.train.{item}"),
+                      "equal": equal, "source": f"{train_source}; {source}",
+                      "locations": joined(train_places,
                                           case_key(case, f"deploy.board.{item}"))})
     if train.get("color") and board.get("color") and board["color"] not in ("nv12", "yuv444", "gray") \
             and train["color"] in ("rgb", "bgr"):
@@ -196,7 +270,28 @@ def _affine(side: dict):
         return None
 
 
-def _normalisation(case, train, board, preprocess, script_source) -> dict:
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _numbers(text) -> list[float]:
+    """The numbers of an hb_compile value ("123.675 116.28 103.53", or a list)."""
+    return [float(n) for n in _NUMBER.findall(str(text))] if text is not None else []
+
+
+def _config_normalisation(config) -> dict:
+    """The board-side normalisation of the config's first input: hb_compile computes
+    (x - mean_value) * scale_value, or (x - mean_value) / std_value. Given at all, mean
+    and std are taken together (one left out is unknown); {} when it names none."""
+    row = ((config or {}).get("inputs") or [{}])[0]
+    mean, scale, std = (_numbers(row.get(k)) for k in ("mean_value", "scale_value", "std_value"))
+    if not (mean or scale or std):
+        return {}
+    if not std and scale and all(scale):
+        std = [1.0 / s for s in scale]
+    return {"mean": mean or UNKNOWN, "std": std or UNKNOWN, "divisor": 1}
+
+
+def _normalisation(case, train, board, normalised_at) -> dict:
     """Compare what the normalisations compute, not how they are written."""
     def shown(side):
         if side.get("mean") is None and side.get("std") is None:
@@ -208,11 +303,8 @@ def _normalisation(case, train, board, preprocess, script_source) -> dict:
         equal = "unknown"
     else:
         equal = "yes" if _same(t[0], b[0]) == "yes" and _same(t[1], b[1]) == "yes" else "no"
-    in_script = bool(preprocess and "mean" in preprocess.args)
-    where = (f"{script_source} line {preprocess.line}" if in_script
-             else case.source("deploy.board.mean"))
-    places = (at(script_source, preprocess.line) if in_script
-              else case_key(case, "deploy.board.mean"))
+    where, places = normalised_at or (case.source("deploy.board.mean"),
+                                      case_key(case, "deploy.board.mean"))
     return {"type": "deploy_compare", "item": "normalisation", "check": "input_preprocessing",
             "train": shown(train), "board": shown(board), "equal": equal,
             "source": f"{case.source('deploy.train.mean')}; {where}",
@@ -295,6 +387,8 @@ def _declared_nodes(case, deploy) -> list[dict]:
 
 
 def _preprocess(case, train, calls, script_source) -> list[dict]:
+    if not script_source:
+        return _declared_preprocess(case, train)
     call = _last(calls, "insert_image_preprocess")
     convert_nv12 = any(c.name == "insert_image_convert" for c in calls)
     if call is None and not convert_nv12:
@@ -303,6 +397,19 @@ def _preprocess(case, train, calls, script_source) -> list[dict]:
     return [{"type": "preprocess_mode", "mode": mode, "train_color": train.get("color", "unknown"),
              "source": f"{script_source} line {call.line}" if call else script_source,
              "locations": at(script_source, call.line if call else None)}]
+
+
+def _declared_preprocess(case, train) -> list[dict]:
+    """Without a script, the nodes case.yaml lists can still show an NV12 conversion with
+    no pre-processing node before it (the mode of a listed one is not known)."""
+    declared = [str(n).lower() for n in case.get("deploy", {}).get("nodes", {}).get("inserted", [])]
+    converts = any("image_convert" in n or "nv12" in n for n in declared)
+    if not converts or any("preprocess" in n for n in declared):
+        return []
+    return [{"type": "preprocess_mode", "mode": "not_inserted",
+             "train_color": train.get("color", "unknown"),
+             "source": case.source("deploy.nodes.inserted"),
+             "locations": case_key(case, "deploy.nodes.inserted")}]
 
 
 def _layout(case, train, board, calls, config, script_source) -> list[dict]:
@@ -320,11 +427,15 @@ def _layout(case, train, board, calls, config, script_source) -> list[dict]:
     declared = [str(n).lower() for n in case.get("deploy", {}).get("nodes", {}).get("inserted", [])]
     if not script_source and declared:
         transposed = "yes" if any("transpose" in n for n in declared) else "no"
+    # hbdk semantics (permutes[i]: the new position of old dim i): the inserted transpose
+    # turns the model's input layout into the board's, so an NHWC-trained model fed NCHW
+    # data needs the inverse of the usual NCHW->NHWC permutes
+    needed = [0, 2, 3, 1] if (train_layout, input_layout) == ("NHWC", "NCHW") else [0, 3, 1, 2]
     return [{"type": "layout_check", "train_layout": train_layout or "unknown",
              "input_layout": input_layout or "unknown", "transpose": transposed,
              "known": bool(train_layout and input_layout) and transposed != "unknown",
              "permutes_ok": ("unknown" if not isinstance(permutes, (list, tuple)) else
-                             "yes" if list(permutes) == [0, 3, 1, 2] else "no"),
+                             "yes" if list(permutes) == needed else "no"),
              "permutes": _text(permutes) if transpose else "",
              "source": f"{script_source} line {transpose.line}" if transpose else
              case.source("deploy.train.layout"),
@@ -332,18 +443,37 @@ def _layout(case, train, board, calls, config, script_source) -> list[dict]:
              case_key(case, "deploy.train.layout")}]
 
 
-def _nv12(case, board, calls) -> list[dict]:
+def _nv12(case, board, calls, config, config_source) -> list[dict]:
+    row = ((config or {}).get("inputs") or [{}])[0]
     nv12 = board.get("color") == "nv12" or any(
-        c.name == "insert_image_convert" and str(c.args.get("mode", "")).lower() == "nv12" for c in calls)
+        c.name == "insert_image_convert" and str(c.args.get("mode", "")).lower() == "nv12" for c in calls
+    ) or str(row.get("input_type_rt") or "").lower() == "nv12"
     if not nv12:
         return []
     # the NV12 data the board feeds; the training size is not the board's (resizer, crops)
     h, w = board.get("height"), board.get("width")
+    source, places = case.source("deploy.board.height"), case_key(case, "deploy.board.height")
+    if (h is None or w is None) and _config_size(row):
+        # an hb_compile model input fed without a resizer: the NV12 data has its size
+        (h, w), source, places = (_config_size(row),
+                                  f"{config_source} (input_parameters.input_shape)",
+                                  at(config_source))
     known = h is not None and w is not None
     return [{"type": "nv12_size", "height": int(h or 0), "width": int(w or 0), "known": known,
-             "even": known and h % 2 == 0 and w % 2 == 0,
-             "source": case.source("deploy.board.height"),
-             "locations": case_key(case, "deploy.board.height")}]
+             "even": known and h % 2 == 0 and w % 2 == 0, "source": source,
+             "locations": places}]
+
+
+def _config_size(row: dict) -> tuple[int, int] | None:
+    """(height, width) of an hb_compile input_shape in its input_layout_train; None when
+    the layout is not stated or a resizer scales the data to the model's size."""
+    if str(row.get("input_source") or "").lower() == "resizer":
+        return None
+    dims = [int(d) for d in re.findall(r"\d+", str(row.get("input_shape") or ""))]
+    layout = str(row.get("input_layout_train") or "").upper()
+    if len(dims) != 4 or layout not in ("NCHW", "NHWC"):
+        return None
+    return (dims[2], dims[3]) if layout == "NCHW" else (dims[1], dims[2])
 
 
 def _input_types(config, config_source) -> list[dict]:
@@ -351,6 +481,8 @@ def _input_types(config, config_source) -> list[dict]:
         return []
     facts = []
     for i, row in enumerate(config["inputs"]):
+        if not (row.get("input_type_train") or row.get("input_type_rt")):
+            continue          # says nothing about the types: case.yaml's colours may
         facts.append({"type": "input_types", "index": i,
                       "train": (row.get("input_type_train") or "unknown").lower(),
                       "rt": (row.get("input_type_rt") or "unknown").lower(),
@@ -360,15 +492,23 @@ def _input_types(config, config_source) -> list[dict]:
     return facts
 
 
-def _declared_input_types(case, train, board) -> list[dict]:
-    """Without an hb_compile config, case.yaml's colours and input source say the same."""
-    if not (train.get("color") and board.get("color")):
+def _declared_input_types(case, train, board, calls, script_source) -> list[dict]:
+    """Without an hb_compile config, case.yaml's colours and input source say the same;
+    the runtime type may also come from the script's insert_image_convert (nv12, gray)."""
+    rt = board.get("color")
+    rt_source, rt_places = case.source("deploy.board.color"), case_key(case, "deploy.board.color")
+    convert = _last(calls, "insert_image_convert")
+    mode = convert.args.get("mode") if convert else None
+    if not rt and isinstance(mode, str) and mode.lower() in ("nv12", "gray"):
+        rt = mode.lower()
+        rt_source, rt_places = (f"{script_source} line {convert.line}",
+                                at(script_source, convert.line))
+    if not (train.get("color") and rt):
         return []
-    return [{"type": "input_types", "index": 0, "train": train["color"], "rt": board["color"],
+    return [{"type": "input_types", "index": 0, "train": train["color"], "rt": rt,
              "input_source": board.get("input_source", "unknown"),
-             "source": f"{case.source('deploy.train.color')}; {case.source('deploy.board.color')}",
-             "locations": joined(case_key(case, "deploy.train.color"),
-                                 case_key(case, "deploy.board.color"))}]
+             "source": f"{case.source('deploy.train.color')}; {rt_source}",
+             "locations": joined(case_key(case, "deploy.train.color"), rt_places)}]
 
 
 def _core_num(config, calls, platform, config_source, script_source) -> list[dict]:

@@ -177,9 +177,12 @@ def _type_from_content(compare) -> str:
 
 
 def collect_quant_analysis(case: Case, trust_pickles: bool = False,
-                           limits: Thresholds = DEFAULT, files: CaseFiles | None = None) -> list[dict]:
+                           limits: Thresholds = DEFAULT, files: CaseFiles | None = None,
+                           input_scales: list | None = None) -> list[dict]:
     """Facts of the QuantAnalysis outputs; every file is read through ``files``
-    (refusals are recorded there, not returned)."""
+    (refusals are recorded there, not returned). ``input_scales``, when given, receives
+    (scale, source, locations) of every input QuantStub the outputs of a QAT-scaled model
+    show: the QAT calibration scale the board input must use (knowledge.md §10)."""
     files = files or CaseFiles(case.folder)
     facts: list[dict] = []
     graph = _graph(case, facts, files)
@@ -193,7 +196,8 @@ def collect_quant_analysis(case: Case, trust_pickles: bool = False,
             facts.append(_problem(rel, reason("folder not found"), False,
                                   case.source("artifacts"), case_key(case, "artifacts")))
             continue
-        facts += _folder_facts(case, folder, rel, graph, trust_pickles, limits, files)
+        facts += _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
+                               input_scales)
     _read_against_origins(facts)
     facts += _model_check_facts(case, files)
     return facts
@@ -249,7 +253,40 @@ def _read(facts: list[dict], rel: str, reader, path: Path, *args, files: CaseFil
     return None
 
 
-def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> list[dict]:
+# analysed stages whose input QuantStub carries the QAT scale (a calibration model's scale
+# may still move in QAT; a float model has none)
+_QAT_SCALED = ("qat", "qat_export", "qat_bc", "quantized_bc")
+
+
+def _input_scales(folder: Path, rel: str, compare, crel: str, analysis_stage: str,
+                  facts: list[dict], files: CaseFiles) -> list[tuple[float, str, list[dict]]]:
+    """The input QuantStub scales of the analysed model: its rows in compare_per_layer
+    (qscale), else in analysis_model/statistic.txt (the output row's scale)."""
+    from .compare_layers import stub_scales
+    if analysis_stage not in _QAT_SCALED:
+        return []
+    if compare is not None:
+        found = [(scale, f"{crel} line {line} ({name})", at(crel, line))
+                 for scale, line, name in stub_scales(compare)]
+        if found:
+            return found
+    stat = folder / "analysis_model" / "statistic.txt"
+    if not stat.is_file():
+        return []
+    srel = f"{rel}/analysis_model/statistic.txt" if rel != "." else "analysis_model/statistic.txt"
+    rows = _read(facts, srel, load_statistic, stat, files=files, kind="table") or []
+    return [(r["scale"], f"{srel} line {r['line']} ({r['module'] or r['op']})",
+             at(srel, r["line"])) for r in rows
+            if _is_quant_stub(r["op"]) and r["attr"] == "output"
+            and math.isfinite(r["scale"]) and r["scale"] > 0]
+
+
+def _is_quant_stub(op_type: str) -> bool:
+    return "QuantStub" in op_type and "DeQuantStub" not in op_type
+
+
+def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
+                  input_scales: list | None = None) -> list[dict]:
     # numpy/pandas load only when a case has QuantAnalysis outputs
     from .compare_layers import load_compare, read_layers, row_facts
     from .sensitivity import load_sensitivity, ranked, summarise
@@ -346,6 +383,9 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files) -> lis
                                and r["attr"] == "weight")        # the row weight_fact took
                     facts.append({**fact, "locations": at(srel, row["line"])})
                 break
+    if input_scales is not None:
+        input_scales += _input_scales(folder, rel, compare, crel if compare is not None else "",
+                                      analysis_stage, facts, files)
     return facts
 
 
