@@ -21,7 +21,8 @@ from qcdoctor.engine.triage import triage_case
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("QCDOCTOR_UPDATE_GOLDEN") == "1"
 
-# example -> (stage, rules that must be in the conclusion's evidence, must-have pitfalls)
+# example -> (stage, rules that must be in the conclusion's evidence, must-have pitfalls
+# and cautions: ids prefixed "caution:" are mistakes the case only comes close to)
 EXPECTED = {
     "export_qat_export_unknown": ("export", {"ST041"}, {"skipped_qat_export"}),
     "pre_export_lut": ("pre_export", {"ST030"}, {"strategy_for_lut"}),
@@ -31,8 +32,8 @@ EXPECTED = {
     "compile_x86_and_board_abnormal": ("compile", {"ST080", "ST081"}, {"quantanalysis_for_deploy"}),
     "board_only": ("user_side", {"ST090"}, set()),
     "single_frame": ("undetermined", {"ST140"}, {"single_frame_evidence"}),
-    "wide_gap": ("undetermined", {"ST100"}, {"unverified_quantized_bc"}),
-    "convert_quant_analysis": ("convert", {"ST050"}, {"worst_layer_as_root"}),
+    "wide_gap": ("undetermined", {"ST100"}, {"caution:unverified_quantized_bc"}),
+    "convert_quant_analysis": ("convert", {"ST050"}, {"caution:worst_layer_as_root"}),
     "board_nv12_deploy": ("user_side", {"ST150", "ST081"}, set()),
 }
 
@@ -54,7 +55,9 @@ def test_example_conclusions(name):
     report = _report(name, "en")
     assert report["conclusion"]["stage"] == stage
     assert rules <= {e["rule"] for e in report["conclusion"]["evidence"]}
-    assert pitfalls <= {p["id"] for p in report["pitfalls"]}
+    listed = ({p["id"] for p in report["pitfalls"]}
+              | {f"caution:{c['id']}" for c in report["cautions"]})
+    assert pitfalls <= listed
     assert report["next_actions"], "every example gets a next step"
 
 
