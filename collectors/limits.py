@@ -2,7 +2,7 @@
 
 Each limit is far above any real case and far below what makes a run hang or swap; an
 input past one is refused with exit 2 and a message naming the file and the limit.
-README.md ("Input limits") lists them; the numbers live only here.
+docs/case-file.md ("Input limits") lists them; the numbers live only here.
 """
 
 from __future__ import annotations

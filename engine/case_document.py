@@ -21,7 +21,7 @@ from .atomic import write_text_atomic
 from .errors import QcdoctorError
 
 HEADER = ("qcdoctor case file: edit freely; `qcdoctor intake` keeps your comments and keys.\n"
-          "Reference: README.md, section 'The case file'.")
+          "Reference: docs/case-file.md.")
 
 
 def _yaml() -> YAML:

@@ -43,12 +43,15 @@ def page_location(page: str) -> str:
     return str(package_files("qcdoctor.docs") / page)
 
 
-def describe(reference: str) -> str:
+def describe(reference: str, *, linked: bool = False) -> str:
     """``reference`` with the section's title and where the page is installed; a web page
-    as it is."""
+    as it is. ``linked``: a Markdown link from a page beside it in docs/ instead (the
+    rules reference is committed there, so it names no machine's path)."""
     if not reference.startswith("docs/"):
-        return reference
+        return f"<{reference}>" if linked else reference
     page, _, anchor = reference[len("docs/"):].partition("#")
     title = sections(page).get(anchor)
+    if linked:
+        return f"[{title or reference}]({page}#{anchor})" if anchor else f"[{page}]({page})"
     where = page_location(page)
     return f"{reference} (“{title}”, {where})" if title else f"{reference} ({where})"

@@ -271,7 +271,7 @@ class ScriptedPrompter:
         except AnswerError as exc:
             raise QcdoctorError(f"{shorten(text, 80)!r} is not accepted: {exc}",
                                 file=str(self.path), key=key,
-                                fix=_allowed(question) or "see README.md, 'Guided intake'") from None
+                                fix=_allowed(question) or "see docs/intake.md") from None
         if question.type == "path" and folder is not None and not (Path(folder) / text).is_file():
             raise QcdoctorError(f"{text} is not a file in the case folder {folder}",
                                 file=str(self.path), key=key,

@@ -87,7 +87,7 @@ REPORT_SPEC = Mapping({
                              "produced": Mapping(values=Anything())})),
     "thresholds": Mapping(values=Number()),
     "threshold_sources": Mapping(values=Text()),
-    # the data behind the HTML report's plots (the README lists the fields and their units)
+    # the data behind the HTML report's plots (docs/reports.md lists the fields and their units)
     "series": Mapping({"stages": ListOf(Mapping(values=Anything())),
                        "first_abnormal": Anything(),
                        "layers": ListOf(Mapping(values=Anything())),

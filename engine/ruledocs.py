@@ -24,7 +24,8 @@ def list_rules(fmt: str = "md", lang: str = "en") -> str:
 
 
 def rule_docs(lang: str = "en") -> str:
-    """Every rule, grouped as in rules/, in one Markdown document."""
+    """Every rule, grouped as in rules/, in one Markdown document (docs/rules.md: its
+    references link to the pages beside it)."""
     from .vocabulary import GROUPS
     title = "qcdoctor 规则" if lang == "zh" else "qcdoctor rules"
     parts = [f"# {title}\n"]
@@ -32,11 +33,11 @@ def rule_docs(lang: str = "en") -> str:
         rules = [r for r in load_rules() if r.group == group]
         if rules:
             parts.append(f"\n# {group}/ ({len(rules)})\n")
-            parts += ["\n" + explain_rule(r.id, lang) for r in rules]
+            parts += ["\n" + explain_rule(r.id, lang, linked=True) for r in rules]
     return "".join(parts)
 
 
-def explain_rule(rule_id: str, lang: str = "en") -> str:
+def explain_rule(rule_id: str, lang: str = "en", *, linked: bool = False) -> str:
     rule = rule_by_id(rule_id)
     if rule is None:
         raise QcdoctorError(f"no rule {rule_id!r}", fix="see 'qcdoctor rules list' for the ids")
@@ -44,6 +45,6 @@ def explain_rule(rule_id: str, lang: str = "en") -> str:
                                         default_flow_style=None).strip()
     from .method_docs import describe
     return render_template("rule_doc.md.j2", rule=rule, lang=lang,
-                           references=[describe(ref) for ref in rule.references],
+                           references=[describe(ref, linked=linked) for ref in rule.references],
                            when=dump(rule.raw["when"]), then=dump(rule.raw["then"]),
                            fires=len(rule.examples["fires"]), quiet=len(rule.examples["quiet"]))
