@@ -16,6 +16,7 @@ before any of it runs.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import io
 import os
 import pickle
@@ -24,7 +25,8 @@ from pathlib import Path
 
 _FORMAT = b"qcdoctor-rules-3"
 # the code whose behaviour is frozen into cached rules
-_CODE = ("rulebook.py", "patterns.py", "fact_types.py", "vocabulary.py", "rule_cache.py")
+_CODE = ("qcdoctor.engine.rulebook", "qcdoctor.engine.patterns", "qcdoctor.engine.rule_outputs",
+         "qcdoctor.engine.fact_types", "qcdoctor.engine.vocabulary", "qcdoctor.engine.rule_cache")
 # what a cache file may contain: these classes and plain data, nothing else
 _ALLOWED = {("qcdoctor.engine.rulebook", "Rule"), ("qcdoctor.engine.patterns", "Pattern"),
             ("qcdoctor.engine.patterns", "Condition"), ("builtins", "set"),
@@ -59,7 +61,15 @@ def private_dir(name: str) -> Path | None:
 # stamps alone are trusted only for files last changed this long before they were read:
 # a rewrite within the file system's clock tick (2 s on FAT) keeps its stamp
 SETTLED_NS = 3_000_000_000
-_HERE = Path(__file__).resolve().parent
+
+
+def _code_files() -> list[tuple[str, str, object]]:
+    """(module, file, loader) of the code above: imported already, as the rule book uses it."""
+    found = []
+    for name in _CODE:
+        module = importlib.import_module(name)
+        found.append((name, module.__file__, module.__loader__))
+    return found
 
 
 def stamp(status: os.stat_result) -> tuple[int, int, int, int]:
@@ -70,9 +80,8 @@ def stamp(status: os.stat_result) -> tuple[int, int, int, int]:
 def cache_key(sources: list[tuple[str, bytes]]) -> str:
     """Hash of (name, bytes) of every rule file plus the parsing code and Python version."""
     digest = hashlib.sha256(_FORMAT + sys.version.encode())
-    for name in _CODE:          # through the loader: the package may be zipped
-        data = __loader__.get_data(os.path.join(os.path.dirname(__file__), name))
-        digest.update(name.encode() + b"\0" + data)
+    for name, file, loader in _code_files():     # through the loader: it may be zipped
+        digest.update(name.encode() + b"\0" + loader.get_data(file))
     for name, data in sources:
         digest.update(name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()
@@ -83,7 +92,7 @@ def stamp_key(root: str, stamps: list[tuple[str, tuple]]) -> tuple[str, int]:
     Python version; the newest change time among those files, in ns). The key starts with
     a hash of ``root``: each installed copy keeps its own cache file. OSError when the code
     has no stamps (a zipped package)."""
-    code = [(name, stamp(os.stat(_HERE / name))) for name in _CODE]
+    code = [(name, stamp(os.stat(file))) for name, file, _ in _code_files()]
     digest = hashlib.sha256(_FORMAT + sys.version.encode() + repr(code).encode())
     digest.update(repr(stamps).encode())
     newest = max((max(s[1], s[2]) for _, s in code + stamps), default=0)

@@ -13,15 +13,11 @@ from pathlib import Path
 from . import rule_cache
 from .bundled import load_yaml, package_files, safe_yaml
 from .errors import RuleError
-from .fact_types import CHECKLIST_ITEMS, CHECKLIST_STATUSES, CONCLUSION_STAGES, STAGES
+from .fact_types import CHECKLIST_ITEMS
 from .patterns import Pattern, parse_when
+from .rule_outputs import PRODUCES_FACT, check_then
 from .vocabulary import (
-    ACTION_KINDS,
-    ACTION_RANKS,
-    COST_CLASSES,
     GROUPS,
-    MISSING_IDS,
-    PITFALL_IDS,
     SEVERITIES,
 )
 
@@ -33,12 +29,6 @@ OPTIONAL = ("fix", "spec")
 # a reference a user can open: a page of the project's documentation (shipped with the
 # package) at one of its sections, or a public web page
 REFERENCE_RE = re.compile(r"^(docs/[a-z0-9_-]+\.md#[a-z0-9-]+|https://\S+)$")
-# ``pitfall``: a mistake the case shows the user made; ``caution``: the same kind of
-# mistake, one the case does not show yet but is close to (reported apart: R3.14)
-THEN_KEYS = ("conclusion", "missing", "next_action", "consistency", "finding", "pitfall",
-             "caution", "keep", "evidence", "checklist", "ask")
-# a ``then`` output that later rules read back as a fact of this type
-PRODUCES_FACT = {"conclusion": "conclusion", "checklist": "checklist"}
 
 
 @dataclass(frozen=True)
@@ -74,79 +64,6 @@ def _bilingual(raw, key: str, where: str) -> dict:
             isinstance(v, str) and v.strip() for v in raw.values()):
         raise RuleError(f"'{key}' must have non-empty 'zh' and 'en' texts", file=where, key=key)
     return raw
-
-
-def _check_then(then, where: str) -> dict:
-    if not isinstance(then, dict) or not then:
-        raise RuleError("'then' must be a non-empty mapping", file=where, key="then")
-    unknown = set(then) - set(THEN_KEYS)
-    if unknown:
-        raise RuleError(f"unknown output {sorted(unknown)}", file=where, key="then",
-                        fix=f"outputs: {', '.join(THEN_KEYS)}")
-    if "conclusion" in then:
-        c = then["conclusion"]
-        if not isinstance(c, dict) or c.get("stage") not in CONCLUSION_STAGES or \
-                not isinstance(c.get("determined"), bool):
-            raise RuleError("conclusion needs stage (report stage id) and determined (bool)",
-                            file=where, key="then.conclusion")
-    if "missing" in then and then["missing"] not in MISSING_IDS:
-        raise RuleError(f"missing must be one of {', '.join(MISSING_IDS)}", file=where,
-                        key="then.missing")
-    for key in ("pitfall", "caution"):
-        if key in then and then[key] not in PITFALL_IDS:
-            raise RuleError(f"{key} must be one of {', '.join(PITFALL_IDS)}", file=where,
-                            key=f"then.{key}")
-    if "next_action" in then:
-        a = then["next_action"]
-        if not isinstance(a, dict) or a.get("kind") not in ACTION_KINDS or not a.get("id"):
-            raise RuleError(f"next_action needs id and kind ({', '.join(ACTION_KINDS)})",
-                            file=where, key="then.next_action")
-        if a.get("cost") not in COST_CLASSES:
-            raise RuleError(f"next_action needs a cost class ({', '.join(COST_CLASSES)})",
-                            file=where, key="then.next_action.cost",
-                            fix="verify: evaluate / confirm / check; analyse: no retraining; "
-                                "retrain: needs QAT again")
-        if a.get("rank") is not None and a["rank"] not in ACTION_RANKS:
-            raise RuleError(f"next_action rank must be one of {', '.join(ACTION_RANKS)}",
-                            file=where, key="then.next_action.rank",
-                            fix="fix_failed: fixes a failed checklist item; redo_invalid: "
-                                "redoes an invalid analysis run; located: the remedy of "
-                                "the op the analysis located")
-        for key in ("baseline", "analysis", "stage_to_evaluate"):
-            value = a.get(key)
-            if value is not None and value not in STAGES and "{" not in str(value):
-                raise RuleError(f"{key} must be a stage id or a field reference",
-                                file=where, key=f"then.next_action.{key}")
-    if "keep" in then:
-        k = then["keep"]
-        if not isinstance(k, dict) or not isinstance(k.get("items"), list):
-            raise RuleError("keep needs stage and items [{name, patterns}]", file=where,
-                            key="then.keep")
-        for i, item in enumerate(k["items"]):
-            name = item.get("name") if isinstance(item, dict) else None
-            if not (isinstance(name, str) and name) and not isinstance(name, dict):
-                raise RuleError("a kept item needs a name", file=where, key=f"then.keep.items[{i}]")
-            if isinstance(name, dict):
-                _bilingual(name, f"then.keep.items[{i}].name", where)
-    if "checklist" in then:
-        c = then["checklist"]
-        item = str(c.get("item", "")) if isinstance(c, dict) else ""
-        # the item may name a fact field, e.g. "{deploy_compare.check}" (typed by its fact)
-        if not isinstance(c, dict) or (item not in CHECKLIST_ITEMS and not item.startswith("{")) or \
-                c.get("status") not in CHECKLIST_STATUSES:
-            raise RuleError(f"checklist needs item ({', '.join(CHECKLIST_ITEMS)}) and status "
-                            f"({', '.join(CHECKLIST_STATUSES)})", file=where, key="then.checklist")
-    if "ask" in then:
-        topic = str(then["ask"]).split(":")[0]
-        if topic not in question_topics():
-            raise RuleError(f"ask names no question topic of rules/questions.yaml: {topic!r}",
-                            file=where, key="then.ask")
-    if "evidence" in then:
-        e = then["evidence"]
-        if not isinstance(e, dict) or not set(e.get("for_stage", [])) <= set(CONCLUSION_STAGES):
-            raise RuleError("evidence needs for_stage: [report stage ids]", file=where,
-                            key="then.evidence")
-    return then
 
 
 def _check_examples(examples, where: str) -> dict:
@@ -199,7 +116,7 @@ def parse_rule(data, where: str, group: str) -> Rule:
                 severity=data["severity"], priority=data["priority"],
                 references=tuple(data["references"]),
                 rationale=_bilingual(data["rationale"], "rationale", where),
-                when=parse_when(data["when"], where), then=_check_then(data["then"], where),
+                when=parse_when(data["when"], where), then=check_then(data["then"], where),
                 examples=_check_examples(data["examples"], where), fix=fix,
                 spec=tuple(spec), raw=data)
 
