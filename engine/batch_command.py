@@ -23,7 +23,7 @@ def run_batch_command(args) -> int:
     from .locale_language import locale_language
     from .outputs import EXTENSIONS
     from .progress import Progress
-    from .report import labels
+    from .wording import labels
 
     if args.example:
         raise QcdoctorError("--example takes no case folders beside it",

@@ -167,10 +167,10 @@ def write_outputs(folder: Path, results: list[CaseResult], extension: str | None
 
 
 def index_html(rows: list[dict], lang: str) -> str:
-    from .report import labels
     from .safe_text import visible
     from .templating import render_template
     from .vocabulary import CONCLUSION_LABELS
+    from .wording import labels
     stages = Counter(r["stage"] or "error" for r in rows)
     top = max(stages.values(), default=1)
     histogram = [{"stage": s, "label": CONCLUSION_LABELS[lang].get(s, s), "count": n,
@@ -183,9 +183,9 @@ def index_html(rows: list[dict], lang: str) -> str:
 
 def summary_table(results: list[CaseResult], lang: str) -> str:
     """The summary as aligned columns (display width: Chinese takes two columns)."""
-    from .report import _one_line as one_line
-    from .report import labels
+    from .safe_text import one_line
     from .termtext import display_width
+    from .wording import labels
     B = labels()[lang]["batch"]
     L = labels()[lang]
     head = [B[k] for k in ("col_case", "col_stage", "col_determined", "col_suspect",

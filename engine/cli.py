@@ -340,29 +340,6 @@ def entry(argv: list[str] | None = None) -> None:
     os._exit(code or 0)
 
 
-def _same_file(target: Path, inputs: list[Path]) -> bool:
-    """Whether ``target`` is one of ``inputs``: the same path once resolved, or a hard link
-    (or a descriptor, /dev/stdout, open on one)."""
-    resolved = os.path.realpath(target)         # never raises on a link loop
-    try:
-        info = os.stat(target)
-        identity = (info.st_dev, info.st_ino)
-    except OSError:
-        identity = None
-    for path in inputs:
-        if not os.path.lexists(path):
-            continue
-        if os.path.realpath(path) == resolved:
-            return True
-        try:
-            other = os.stat(path)
-        except OSError:
-            continue
-        if identity == (other.st_dev, other.st_ino):
-            return True
-    return False
-
-
 # error handlers that never fail, whatever the text and the encoding
 _NEVER_FAILING = ("backslashreplace", "replace", "xmlcharrefreplace", "namereplace", "ignore")
 
@@ -388,29 +365,6 @@ def _tolerant_streams() -> None:
                 reconfigure(errors="backslashreplace")
             except (ValueError, OSError):       # a closed or detached stream
                 pass
-
-
-def printable(text: str) -> str:
-    """``text`` with lone surrogates escaped, so it can be written as UTF-8."""
-    if text.isascii():
-        return text
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _emit(text: str, output: str | None, protected: list[Path]) -> None:
-    text = printable(text)
-    if output is None:
-        sys.stdout.write(text)
-        return
-    from .errors import QcdoctorError
-    from .output_file import output_target, write_output
-    # where it goes first: /dev/stdout, a FIFO or a symlink is no file to replace, and a
-    # device or kernel file is refused before it could be compared with the inputs
-    target = output_target(output)
-    if _same_file(Path(output), protected):
-        raise QcdoctorError("refusing to overwrite an input of this run", file=output,
-                            fix="write the report to another file")
-    write_output(target, text)
 
 
 def _diagnose_and_emit(args, audit: bool) -> int:
@@ -457,7 +411,8 @@ def _diagnose_and_emit(args, audit: bool) -> int:
                                width=shutil.get_terminal_size().columns)
     else:
         text = render_output(report, args.format or "md", audit=audit)
-    _emit(text, args.output, protected)
+    from .output_file import emit
+    emit(text, args.output, protected)
     if fails_on(report, args.fail_on):
         return EXIT_FINDINGS
     return EXIT_OK
@@ -509,7 +464,7 @@ def _cmd_intake(args, parser) -> int:
     from .intake import Intake
     from .locale_language import locale_language
     from .prompts import LinePrompter, ScriptedPrompter, TerminalPrompter
-    from .report import labels
+    from .wording import labels
 
     folder = Path(args.case)
     if folder.is_file():
@@ -605,8 +560,8 @@ def _cmd_completion(args, parser) -> int:
 def _cmd_probe(args, parser) -> int:
     from .locale_language import locale_language
     from .progress import Progress
-    from .report import labels
     from .text import render as fill
+    from .wording import labels
     try:
         from qcdoctor.probe import compare_models
         from qcdoctor.probe.loading import load_inputs, load_model
@@ -676,7 +631,8 @@ def _cmd_rules(args, parser) -> int:
     if args.rules_command == "explain":
         sys.stdout.write(explain_rule(args.rule_id, args.lang))
     elif args.rules_command == "docs":
-        _emit(rule_docs(args.lang), args.output, [])
+        from .output_file import emit
+        emit(rule_docs(args.lang), args.output, [])
     elif args.rules_command == "list":
         sys.stdout.write(list_rules(args.format, args.lang))
     else:

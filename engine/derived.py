@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .rulebook import checklist_items
+from .catalogues import checklist_items
 from .runner import Hit, RuleRunner
 from .text import render
 

@@ -10,9 +10,10 @@ from functools import partial
 
 from qcdoctor import __version__
 
+from .catalogues import checklist_items
 from .derived import STATUS_RANK, conclusion_fact, derived_facts, fill, last_producers, rolled_up
 from .rule_outputs import Assembly, Fired, collect
-from .rulebook import Rule, checklist_items
+from .rulebook import Rule
 from .runner import Hit, RuleRunner, bundled_runner, canonical, engine_fact
 from .series import series_section
 from .snippets import render_snippet

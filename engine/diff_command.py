@@ -55,7 +55,7 @@ def run_diff_command(args) -> int:
     old, new = load_side(args.old, args), load_side(args.new, args)
     diff = diff_reports(old, new)
     lang = args.lang or new["language"]
-    from .cli import _emit
+    from .output_file import emit
     protected = [Path(p) for p in (args.old, args.new)]
-    _emit(render_diff(diff, args.format, lang), args.output, protected)
+    emit(render_diff(diff, args.format, lang), args.output, protected)
     return 1 if args.fail_on == "regression" and diff["regressions"] else 0

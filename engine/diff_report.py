@@ -11,7 +11,7 @@ DIFF_FORMATS = ("md", "html", "json")
 
 
 def verdict_text(diff: dict, lang: str) -> str:
-    from .report import id_words, labels
+    from .wording import id_words, labels
     D = labels()[lang]["diff"]
     L = labels()[lang]
     v = diff["verdict"]
@@ -43,7 +43,7 @@ def _value(value) -> str:
 
 
 def view(diff: dict, lang: str) -> dict:
-    from .report import id_words, labels
+    from .wording import id_words, labels
     L = labels()[lang]
     D = L["diff"]
     stages = [{"label": stage_label(s["stage"], lang), "metric": s["metric"],
@@ -93,7 +93,7 @@ def _fields(values: dict | None, D: dict) -> str:
 
 @lru_cache(maxsize=1)
 def _environment():
-    from .report import FILTERS
+    from .markdown import FILTERS
     from .templating import new_environment
     return new_environment(filters=FILTERS)
 
@@ -112,6 +112,6 @@ def render_diff(diff: dict, fmt: str, lang: str) -> str:
 
     from .templating import render_template
     body = markdown.markdown(text, extensions=["tables"])
-    from .report import labels
+    from .wording import labels
     return visible(render_template("page.html.j2", autoescape=True, body=body,
                                    title=labels()[lang]["diff"]["title"], lang=lang))

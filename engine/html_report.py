@@ -14,10 +14,10 @@ from functools import lru_cache
 
 from markupsafe import Markup, escape
 
-from .report import audit_view, failed_first, view_model
 from .safe_text import visible
 from .templating import new_environment
 from .text import code_spans
+from .view import audit_view, failed_first, view_model
 
 # the only script of the page: shows the copy buttons and copies their block's code
 COPY_SCRIPT = """document.querySelectorAll("button.copy").forEach(function (b) {

@@ -25,16 +25,16 @@ from qcdoctor.collectors.files import ArtifactRefused, CaseFiles
 from qcdoctor.collectors.qa_files import run_for
 
 from .case_document import CaseDocument
+from .catalogues import question_topics
 from .deploy_known import find_compile_scripts, known_answers, script_normalisation
 from .errors import QcdoctorError
 from .fact_types import STAGES, USER_CHECKS
 from .prompts import default_text
 from .questions import AnswerError, Question, pending_topics, question_for_key, questions_for
-from .report import id_words, labels, source_text
-from .rulebook import question_topics
 from .symptom_hints import stage_hints
 from .triage import triage_case
 from .vocabulary import CONCLUSION_LABELS, analysis_type
+from .wording import id_words, labels, source_text
 
 MAX_QUESTIONS = 200            # a guard against a rule set that keeps asking
 REPORT_FILE = "qcdoctor-report.md"
@@ -429,7 +429,7 @@ class Intake:
     def write_report(self, report: dict) -> Path | None:
         """qcdoctor-report.md in the case folder, unless a file of the user's has that name."""
         from .atomic import write_text_atomic
-        from .report import render
+        from .outputs import render
         path = self.folder / REPORT_FILE
         if os.path.lexists(path):
             # a symlink, FIFO or device with that name is not ours: never opened

@@ -20,8 +20,8 @@ def _text(value) -> str:
 
 def junit_cases(report: dict) -> list[dict]:
     """Per testcase: classname, name, outcome (passed / failure / skipped), message, text."""
-    from .report import labels
     from .sarif import checklist_lines
+    from .wording import labels
     L = labels()[report["language"]]
     cases = []
     for c in report["checklist"]:

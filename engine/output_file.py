@@ -264,3 +264,49 @@ def _file_size_errors() -> None:
     if (hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGXFSZ) == signal.SIG_DFL):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def same_file(target: Path, inputs: list[Path]) -> bool:
+    """Whether ``target`` is one of ``inputs``: the same path once resolved, or a hard link
+    (or a descriptor, /dev/stdout, open on one)."""
+    resolved = os.path.realpath(target)         # never raises on a link loop
+    try:
+        info = os.stat(target)
+        identity = (info.st_dev, info.st_ino)
+    except OSError:
+        identity = None
+    for path in inputs:
+        if not os.path.lexists(path):
+            continue
+        if os.path.realpath(path) == resolved:
+            return True
+        try:
+            other = os.stat(path)
+        except OSError:
+            continue
+        if identity == (other.st_dev, other.st_ino):
+            return True
+    return False
+
+
+def printable(text: str) -> str:
+    """``text`` with lone surrogates escaped, so it can be written as UTF-8."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def emit(text: str, output: str | None, protected: list[Path]) -> None:
+    """``text`` to stdout, or atomically to ``output`` unless that is one of the run's
+    ``protected`` inputs."""
+    text = printable(text)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    # where it goes first: /dev/stdout, a FIFO or a symlink is no file to replace, and a
+    # device or kernel file is refused before it could be compared with the inputs
+    target = output_target(output)
+    if same_file(Path(output), protected):
+        raise QcdoctorError("refusing to overwrite an input of this run", file=output,
+                            fix="write the report to another file")
+    write_output(target, text)

@@ -89,8 +89,9 @@ def pack_case(case_path: str, output: Path, *, max_file_size: int = DEFAULT_MAX_
     from qcdoctor.collectors.case_file import load_case
     from qcdoctor.collectors.files import CaseFiles
 
-    from .report import labels, render
+    from .outputs import render
     from .triage import triage_case
+    from .wording import labels
 
     case = load_case(case_path)
     if case.folder is None:
@@ -185,7 +186,7 @@ def _add_file(archive, folder: Path, rel: str, why: str, files, limit: int,
 
 
 def run_pack_command(args) -> int:
-    from .report import labels
+    from .wording import labels
     output = Path(args.output)
     manifest = pack_case(args.case, output, max_file_size=args.max_file_size, lang=args.lang,
                          use_env=not args.no_env, trust_pickles=args.trust_pickles)

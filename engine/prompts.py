@@ -28,7 +28,7 @@ from .termtext import display_width, terminal_width, wrap
 
 def _words(lang: str) -> dict:
     """The intake's words in the label table (loaded on first use)."""
-    from .report import labels
+    from .wording import labels
     return labels()[lang]["intake"]
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from qcdoctor.collectors.versions import VERSION_RE
 
+from .catalogues import question_topics
 from .fact_types import STAGES
-from .rulebook import question_topics
 from .text import render
 from .vocabulary import FILE_MISSING_IDS, stage_label
 

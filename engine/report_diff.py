@@ -7,8 +7,8 @@ a checklist item turned failed, a new pitfall), which ``--fail-on regression`` a
 
 from __future__ import annotations
 
-from .report import facts_of
 from .series import stage_series
+from .view import facts_of
 
 DIFF_SCHEMA = "qcdoctor/diff-v1"
 _LAYER_FIELDS = {"layer_origin": ("layer", "row", "pattern", "op_type", "cosine"),

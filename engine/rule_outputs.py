@@ -13,6 +13,7 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .catalogues import question_topics
 from .errors import RuleError
 from .fact_types import CHECKLIST_ITEMS, CHECKLIST_STATUSES, CONCLUSION_STAGES, STAGES
 from .vocabulary import ACTION_KINDS, ACTION_RANKS, COST_CLASSES, MISSING_IDS, PITFALL_IDS
@@ -139,7 +140,6 @@ def _check_checklist(c, where: str) -> None:
 
 
 def _check_ask(value, where: str) -> None:
-    from .rulebook import question_topics  # the intake's catalogue, a data file
     topic = str(value).split(":")[0]
     if topic not in question_topics():
         _fail(f"ask names no question topic of rules/questions.yaml: {topic!r}", where,

@@ -11,9 +11,8 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 from . import rule_cache
-from .bundled import load_yaml, package_files, safe_yaml
+from .bundled import package_files, safe_yaml
 from .errors import RuleError
-from .fact_types import CHECKLIST_ITEMS
 from .patterns import Pattern, parse_when
 from .rule_outputs import PRODUCES_FACT, check_then
 from .vocabulary import (
@@ -240,33 +239,6 @@ def load_rules_from(root, *, cached: bool = True) -> list[Rule]:
 
 def _read(sources) -> list[tuple[str, str, bytes]]:
     return [(group, where, read()) for group, where, read, _ in sources]
-
-
-@lru_cache(maxsize=1)
-def question_topics() -> dict:
-    """The intake's question catalogue (rules/questions.yaml): topic -> items."""
-    return {k: v for k, v in load_yaml("qcdoctor.rules", "questions.yaml").items()
-            if k != "examples"}
-
-
-@lru_cache(maxsize=1)
-def question_examples() -> dict:
-    return load_yaml("qcdoctor.rules", "questions.yaml")["examples"]
-
-
-@lru_cache(maxsize=1)
-def checklist_items() -> dict:
-    """The deployment checklist items (templates/checklist_items.yaml), in report order."""
-    items = load_yaml("qcdoctor.templates", "checklist_items.yaml")
-    if list(items) != list(CHECKLIST_ITEMS):
-        raise RuleError("checklist_items.yaml must list exactly the checklist item ids, in order",
-                        file="templates/checklist_items.yaml")
-    for item, spec in items.items():
-        if "part_of" in spec and (spec["mandatory"] or not items.get(spec["part_of"], {}).get(
-                "mandatory")):
-            raise RuleError("part_of names the mandatory item a finer check rolls up into",
-                            file="templates/checklist_items.yaml", key=f"{item}.part_of")
-    return items
 
 
 @lru_cache(maxsize=1)

@@ -36,7 +36,7 @@ def checklist_lines(item: dict, L: dict) -> list[str]:
 def sarif_results(report: dict) -> list[tuple]:
     """(rule id, short description, level, message, locations) per reported item; the
     locations are (file relative to the case folder, line or None)."""
-    from .report import labels
+    from .wording import labels
     L = labels()[report["language"]]
     facts_of: dict[str, list[dict]] = {}               # rule -> the facts its hits bound
     checked: dict[tuple[str, str], list[dict]] = {}    # (rule, checklist item) -> same

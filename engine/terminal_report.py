@@ -12,10 +12,10 @@ from __future__ import annotations
 import io
 import re
 
-from .report import audit_view, failed_first, view_model
 from .safe_text import visible
 from .termtext import clamp_width, terminal_width
 from .text import code_spans
+from .view import audit_view, failed_first, view_model
 
 STYLES = {"fail": "bold white on red", "abnormal": "bold white on red", "error": "bold red",
           "unknown": "bold black on yellow", "warning": "bold yellow",
@@ -133,7 +133,7 @@ def _finding(view: dict, f: dict):
 
 
 def _needed_line(view: dict, item: dict):
-    """One thing the report waits for from the user (engine/report.py ``_needed``)."""
+    """One thing the report waits for from the user (``view._needed``)."""
     L, sep = view["L"], view["sep"]
     why = [_text(f"{L['open']}{L['why']}{sep}"), _message(item["why"]), _text(L["close"])] \
         if item["why"] else []

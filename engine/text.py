@@ -29,7 +29,7 @@ class _Formatter(string.Formatter):
         if conversion == "s":
             return CONCLUSION_LABELS[self.lang].get(value, value)
         if conversion == "w":
-            from .report import id_words  # report wording, loaded on first use
+            from .wording import id_words  # report wording, loaded on first use
             return id_words(value, self.lang)
         return super().convert_field(value, conversion)
 

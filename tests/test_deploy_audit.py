@@ -12,7 +12,7 @@ from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.deploy_script import UNKNOWN, read_script
 from qcdoctor.engine.cli import main
 from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.report import render
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.triage import triage_case
 
 from .deploy.scripts import CORRECT, DYNAMIC_MODE, MISTAKES

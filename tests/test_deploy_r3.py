@@ -186,7 +186,7 @@ def test_padding_is_unknown_when_the_board_size_is_unknown(tmp_path):
     report = triage(folder)
     assert item(report, "nv12_even_size")["status"] == "unknown"
     assert item(report, "padding")["status"] == "unknown"
-    from qcdoctor.engine.rulebook import checklist_items
+    from qcdoctor.engine.catalogues import checklist_items
     assert report["conclusion"]["suspect"] not in checklist_items()     # nothing failed
 
 

@@ -18,7 +18,7 @@ from qcdoctor.engine import durable_host
 from qcdoctor.engine.engine_process import EngineCrash, EngineFailure, EngineProcess
 from qcdoctor.engine.errors import QcdoctorError
 from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.report import render
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.rulebook import load_rules
 from qcdoctor.engine.runner import MAX_ENGINE_STRING, RuleRunner, engine_fact
 from qcdoctor.engine.triage import triage_case
@@ -212,7 +212,7 @@ def _fresh_reports() -> dict[str, str]:
     code = ("import json, sys\n"
             "from qcdoctor.collectors.case_file import load_case\n"
             "from qcdoctor.engine.examples import example_names, example_path\n"
-            "from qcdoctor.engine.report import render\n"
+            "from qcdoctor.engine.outputs import render\n"
             "from qcdoctor.engine.triage import triage_case\n"
             "out = {}\n"
             "for name in example_names():\n"

@@ -16,7 +16,7 @@ import pytest
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.files import CaseFiles
 from qcdoctor.engine.cli import main
-from qcdoctor.engine.report import render
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.triage import triage_case
 
 from .deploy.scripts import CORRECT

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.report import md_fenced, md_message, md_text, render
+from qcdoctor.engine.markdown import md_fenced, md_message, md_text
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.triage import triage_case
 
 from .qa.writers import layer, write_advisor, write_compare, write_model_check, write_sensitivity

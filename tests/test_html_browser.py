@@ -18,7 +18,7 @@ import pytest
 
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.report import render
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.triage import triage_case
 from qcdoctor.engine.vocabulary import CONCLUSION_LABELS
 

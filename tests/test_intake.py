@@ -252,8 +252,8 @@ def test_back_reasks_the_previous_question_with_its_answer_as_default(tmp_path):
 
 
 def _question(key: str):
+    from qcdoctor.engine.catalogues import question_topics
     from qcdoctor.engine.questions import questions_for
-    from qcdoctor.engine.rulebook import question_topics
     for topic in question_topics():
         for question in questions_for(topic if topic != "stage_result" else "stage_result:qat"):
             if question.key == key:
@@ -262,7 +262,7 @@ def _question(key: str):
 
 
 def _examples(kind):
-    from qcdoctor.engine.rulebook import question_examples
+    from qcdoctor.engine.catalogues import question_examples
     return question_examples()[kind]
 
 
@@ -509,8 +509,8 @@ def test_a_dumb_terminal_gets_plain_line_prompts(tmp_path):
 
 
 def test_every_question_has_help_and_every_choice_a_meaning_in_both_languages():
+    from qcdoctor.engine.catalogues import question_topics
     from qcdoctor.engine.questions import questions_for
-    from qcdoctor.engine.rulebook import question_topics
     for topic in question_topics():
         ref = {"stage_result": "stage_result:qat", "qa_comparison": "qa_comparison:qa"}.get(topic, topic)
         for question in questions_for(ref):

@@ -23,7 +23,7 @@ from qcdoctor.collectors.case_file import load_case
 from qcdoctor.engine.errors import QcdoctorError
 from qcdoctor.engine.examples import example_path
 from qcdoctor.engine.junit import render_junit
-from qcdoctor.engine.report import render
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.safe_text import json_text, one_line, visible
 from qcdoctor.engine.sarif import render_sarif
 from qcdoctor.engine.terminal_report import render_terminal

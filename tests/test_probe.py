@@ -15,7 +15,7 @@ from qcdoctor.collectors.case_file import load_case  # noqa: E402
 from qcdoctor.collectors.compare_layers import load_compare  # noqa: E402
 from qcdoctor.collectors.sensitivity import load_sensitivity  # noqa: E402
 from qcdoctor.engine.errors import QcdoctorError  # noqa: E402
-from qcdoctor.engine.report import render  # noqa: E402
+from qcdoctor.engine.outputs import render  # noqa: E402
 from qcdoctor.engine.triage import triage_case  # noqa: E402
 from qcdoctor.probe import ProbeWarning, Quantizer, compare_models  # noqa: E402
 from qcdoctor.probe.stats import PAIR_METRICS, flatten_output, pair_stats  # noqa: E402

@@ -120,7 +120,7 @@ def test_next_actions_name_the_real_ops(tmp_path):
 def test_report_sections_show_the_qa_summary(tmp_path):
     folder = build("truncation", tmp_path)
     report = triage(folder, lang="zh")
-    from qcdoctor.engine.report import render
+    from qcdoctor.engine.outputs import render
     md = render(report, "md")
     key = md[md.index("## 关键发现"):md.index("## 下一步建议")]
     assert "误差起点 `head.reciprocal`" in key and "误差来源：截断" in key

@@ -24,7 +24,7 @@ from qcdoctor.collectors.reasons import (
 from qcdoctor.engine.bundled import load_yaml
 from qcdoctor.engine.errors import QcdoctorError
 from qcdoctor.engine.examples import example_path
-from qcdoctor.engine.report import render
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.triage import triage_case
 
 from .test_report_language import english_left

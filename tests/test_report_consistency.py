@@ -19,10 +19,11 @@ import re
 import pytest
 
 from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.report import labels, render_markdown
+from qcdoctor.engine.markdown import render_markdown
 from qcdoctor.engine.rulebook import load_rules
 from qcdoctor.engine.triage import triage_path
 from qcdoctor.engine.vocabulary import stage_label
+from qcdoctor.engine.wording import labels
 
 from .conftest import triage_dict
 from .qa.scenarios import SCENARIOS, build

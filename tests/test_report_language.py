@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
+from qcdoctor.engine.catalogues import checklist_items
 from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.report import id_words, labels, render
-from qcdoctor.engine.rulebook import checklist_items, load_rules
+from qcdoctor.engine.outputs import render
+from qcdoctor.engine.rulebook import load_rules
 from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.wording import id_words, labels
 
 from .conftest import triage_dict
 from .deploy.scripts import MISTAKES

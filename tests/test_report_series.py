@@ -12,7 +12,7 @@ import pytest
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.series import BUCKETS, kept_positions
 from qcdoctor.engine.examples import example_path
-from qcdoctor.engine.report import render
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.triage import triage_case
 
 from .qa.writers import layer, write_compare
@@ -127,7 +127,7 @@ def test_dump_series_per_output_and_their_plot(tmp_path):
 
 def test_plot_text_is_literal_never_mathtext_nor_markup():
     from qcdoctor.engine.plots import layer_curve
-    from qcdoctor.engine.report import labels
+    from qcdoctor.engine.wording import labels
     names = ["a$\\frac{1}{0}$b", "<tspan>x</tspan>&amp;"]
     points = [{"row": i, "name": n, "op_type": "", "dtype": "", "cosine": c, "atol": 0.1,
                "qscale_diff": None, "base_min": None, "base_max": None, "analy_min": None,

@@ -17,8 +17,8 @@ from qcdoctor.collectors.environment import THIS_MACHINE
 from qcdoctor.engine.cli import main
 from qcdoctor.engine.diagnose import rolled_up
 from qcdoctor.engine.intake import Intake
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.prompts import ScriptedPrompter
-from qcdoctor.engine.report import render
 from qcdoctor.engine.rulebook import rule_by_id
 from qcdoctor.engine.triage import triage_case
 

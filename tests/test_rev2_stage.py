@@ -16,7 +16,7 @@ import yaml
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.metric_direction import metric_direction
 from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.report import render
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.triage import triage_case
 from qcdoctor.engine.vocabulary import COST_CLASSES
 

@@ -19,7 +19,7 @@ from qcdoctor.collectors.sensitivity import (
 )
 from qcdoctor.collectors.thresholds import DEFAULT
 from qcdoctor.engine.fact_types import STAGES
-from qcdoctor.engine.report import render
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.triage import triage_case
 
 from .qa.scenarios import CONV, LUT, case_yaml, cliff_rows, gradual_rows

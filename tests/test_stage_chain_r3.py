@@ -18,8 +18,8 @@ from qcdoctor.collectors.metric_direction import metric_direction
 from qcdoctor.collectors.stages import ADJACENT_STEPS, UNSPLIT_STEPS
 from qcdoctor.engine.derived import conclusion_fact
 from qcdoctor.engine.fact_types import normalise
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.patterns import oracle_bindings
-from qcdoctor.engine.report import render
 from qcdoctor.engine.rulebook import load_rules
 from qcdoctor.engine.runner import Hit
 from qcdoctor.engine.terminal_report import render_terminal

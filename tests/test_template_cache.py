@@ -12,7 +12,7 @@ import pytest
 from qcdoctor.engine import rule_cache
 
 _RENDER = ("import sys\nfrom qcdoctor.engine.examples import example_path\n"
-           "from qcdoctor.engine.report import render\n"
+           "from qcdoctor.engine.outputs import render\n"
            "from qcdoctor.engine.triage import triage_path\n"
            "with example_path('convert_j6e_no_retrain') as p:\n"
            "    r = triage_path(p, lang='en', environ={}, installed={}, display_path='x')\n"

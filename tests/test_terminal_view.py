@@ -13,7 +13,7 @@ import pytest
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.engine.cli import main
 from qcdoctor.engine.examples import example_path
-from qcdoctor.engine.report import render
+from qcdoctor.engine.outputs import render
 from qcdoctor.engine.terminal_report import render_terminal
 from qcdoctor.engine.triage import triage_case
 

@@ -1,126 +1,18 @@
-"""Render a Diagnosis (the report dict) as Markdown, HTML or JSON."""
+"""The view model of a report: what every rendering (Markdown, HTML, terminal) shows,
+computed once from the Diagnosis."""
 
 from __future__ import annotations
 
-import json
-import re
-from functools import lru_cache
-
 from qcdoctor.collectors.environment import THIS_MACHINE
 
-from .bundled import load_yaml
 from .fact_types import STAGES
-from .safe_text import json_text, one_line, visible
-from .templating import new_environment
-from .text import code_spans
 from .text import render as fill
 from .vocabulary import CONCLUSION_LABELS, is_deployment_problem, stage_label
-
-FORMATS = ("md", "html", "json")
-
-
-@lru_cache(maxsize=1)
-def labels() -> dict:
-    return load_yaml("qcdoctor.templates", "labels.yaml")
-
-
-# word tables of labels.yaml searched by id_words, in this order
-_WORD_TABLES = ("suspect", "value", "badcase", "evidence", "user_check", "compared")
-
-
-def id_words(value, lang: str) -> str:
-    """An id shown in prose: a checklist item's title, or its words in labels.yaml; else as is."""
-    from .rulebook import checklist_items
-    text = str(value)
-    item = checklist_items().get(text)
-    if item:
-        return item["title"][lang]
-    words = labels()[lang]["words"]
-    return next((words[t][text] for t in _WORD_TABLES if text in words[t]), text)
-
-
-def source_text(source: str, lang: str) -> str:
-    """Provenance in the report language: fixed English phrases translated, names kept."""
-    if lang != "zh" or not source:
-        return source
-    for phrase, words in labels()[lang]["sources"].items():
-        source = source.replace(phrase, words)
-    source = re.sub(r" row (\d+) \(line (\d+)\)", r" 数据第 \1 行（文件第 \2 行）", source)
-    return re.sub(r"(\S+) line (\d+)", r"\1 第 \2 行", source)
+from .wording import id_words, labels, source_text
 
 
 def from_this_machine(fact: dict) -> bool:
     return str(fact.get("source", "")).startswith(THIS_MACHINE)
-
-
-# case text on one line, with what would act on the reader (terminal escapes, bidi
-# controls) shown harmlessly: the one policy of every output (engine/safe_text.py).
-# The filters below apply it to each value; a whole page goes through ``visible`` once
-# more when rendered (the templates' own text holds nothing it changes), so a value
-# shown without a filter is covered too.
-_one_line = one_line
-
-
-# Every string from a case reaches the reports through the filters below, so that no
-# renderer (a Markdown viewer, or Python-Markdown for --format html) ever takes user
-# text for markup: & and < become entities (no tag, no entity can start), Markdown
-# specials are backslashed (only escapes both CommonMark and Python-Markdown honour:
-# "[" is enough to stop links and images), and code stays code.
-_ENTITIES = {"&": "&amp;", "<": "&lt;", "~": "&#126;"}
-_BACKSLASHED = set("\\`*[")
-_LINE_START = re.compile(r"^([#+>-]|\d+[.)])")
-
-
-def _md_prose(text: str, at_start: bool = True, cell: bool = False) -> str:
-    out = []
-    for i, ch in enumerate(text):
-        if ch in _ENTITIES:
-            out.append(_ENTITIES[ch])
-        elif ch in _BACKSLASHED or (cell and ch == "|"):
-            out.append("\\" + ch)
-        elif ch == "_" and not (0 < i < len(text) - 1 and text[i - 1].isalnum()
-                                and text[i + 1].isalnum()):
-            out.append("\\_")                 # intraword _ is never emphasis
-        else:
-            out.append(ch)
-    escaped = "".join(out)
-    if at_start:                               # a list item or heading only at the start
-        escaped = _LINE_START.sub(lambda m: m.group(1)[:-1] + "\\" + m.group(1)[-1], escaped)
-    return escaped
-
-
-def md_text(value, cell: bool = False) -> str:
-    """User text: every character shown as it is."""
-    return _md_prose(_one_line(value), cell=cell)
-
-
-def md_message(value, cell: bool = False) -> str:
-    """A rendered rule message: its `code` spans (values in them cannot hold a backtick,
-    see engine/text.py) stay code; everything else is shown as it is."""
-    out = []
-    for i, (part, code) in enumerate(code_spans(_one_line(value))):
-        if code and part.strip() and not (cell and "|" in part):
-            out.append(f"`{part}`")            # code span content is literal everywhere
-        elif code:
-            out.append(_md_prose(f"`{part}`", at_start=False, cell=cell))
-        else:
-            out.append(_md_prose(part, at_start=i == 0, cell=cell))
-    return "".join(out)
-
-
-def md_code(value) -> str:
-    return f"`{_one_line(value).replace('`', chr(39))}`"
-
-
-def md_fenced(code: str, lang: str = "python") -> str:
-    """A fenced block no line of ``code`` can close: the fence outruns its backticks."""
-    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{lang}\n{code}{fence}"
-
-
-FILTERS = {"t": md_message, "u": md_text, "c": md_code, "fenced": md_fenced,
-           "cell": lambda v: md_message(v, cell=True)}
 
 
 def facts_of(report: dict, ftype: str) -> list[dict]:
@@ -406,16 +298,6 @@ def _consistency_line(report: dict, L: dict) -> str:
     return text
 
 
-@lru_cache(maxsize=1)
-def _markdown_environment():
-    return new_environment(filters=FILTERS)
-
-
-def render_markdown(report: dict) -> str:
-    template = _markdown_environment().get_template("report.md.j2")
-    return visible(template.render(**view_model(report)))
-
-
 DEPLOY_FINDING_PREFIXES = ("DP",)
 
 
@@ -433,26 +315,3 @@ def failed_first(checklist: list[dict]) -> list[dict]:
     """Checklist items, worst status first (fail, unknown, pass, n/a), else in order."""
     from .derived import STATUS_RANK
     return sorted(checklist, key=lambda c: -STATUS_RANK[c["status"]])
-
-
-def render_audit_markdown(report: dict) -> str:
-    view = view_model(report)
-    view.update(audit_view(report))
-    return visible(_markdown_environment().get_template("audit.md.j2").render(**view))
-
-
-def render_json(report: dict) -> str:
-    """The Diagnosis as JSON: every string as it is, controls (by json) and bidi controls
-    (by ``json_text``) written as escapes."""
-    return json_text(json.dumps(report, ensure_ascii=False, indent=2)) + "\n"
-
-
-def render(report: dict, fmt: str, audit: bool = False) -> str:
-    if fmt == "json":
-        return render_json(report)
-    if fmt == "html":
-        from .html_report import render_html  # matplotlib loads only for HTML
-        return render_html(report, audit=audit)
-    if audit:
-        return render_audit_markdown(report)
-    return render_markdown(report)
