@@ -66,7 +66,7 @@ def load_yaml(package: str, name: str):
 
 
 def _cache_path(package: str, name: str):
-    from .rule_cache import private_dir
+    from .cache_files import private_dir
     folder = private_dir("bundled")
     return folder / f"{package}.{name.replace('/', '.')}.marshal" if folder else None
 

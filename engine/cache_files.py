@@ -1,4 +1,4 @@
-"""Reading an entry of the user's cache folder without trusting what is there.
+"""The user's cache folder, and reading an entry of it without trusting what is there.
 
 A cache entry is only ever a regular file this user owns, that nobody else can write to,
 of a bounded size. Anything else found at its name (a FIFO, which would block the read
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 # no entry we write comes near this: the parsed rule book is the largest, about 1 MiB
 MAX_ENTRY_BYTES = 32 << 20
@@ -60,3 +61,28 @@ def write_entry(path, data: bytes) -> None:
             out.write(data)
     except OSError:
         pass
+
+
+def cache_dir() -> Path | None:
+    chosen = os.environ.get("QCDOCTOR_CACHE_DIR")
+    if chosen:
+        return None if chosen.lower() == "off" else Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "qcdoctor"
+
+
+def private_dir(name: str) -> Path | None:
+    """``cache_dir()/name``, created for this user alone; None when there is no cache folder
+    or it is not this user's own (a folder others can write to could plant code there)."""
+    base = cache_dir()
+    if base is None:
+        return None
+    folder = base / name
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        status = folder.stat()
+    except OSError:
+        return None
+    if hasattr(os, "getuid") and status.st_uid != os.getuid() or status.st_mode & 0o022:
+        return None
+    return folder

@@ -23,6 +23,8 @@ import pickle
 import sys
 from pathlib import Path
 
+from .cache_files import private_dir
+
 _FORMAT = b"qcdoctor-rules-3"
 # the code whose behaviour is frozen into cached rules
 _CODE = ("qcdoctor.engine.rulebook", "qcdoctor.engine.patterns", "qcdoctor.engine.rule_outputs",
@@ -31,31 +33,6 @@ _CODE = ("qcdoctor.engine.rulebook", "qcdoctor.engine.patterns", "qcdoctor.engin
 _ALLOWED = {("qcdoctor.engine.rulebook", "Rule"), ("qcdoctor.engine.patterns", "Pattern"),
             ("qcdoctor.engine.patterns", "Condition"), ("builtins", "set"),
             ("builtins", "frozenset")}
-
-
-def cache_dir() -> Path | None:
-    chosen = os.environ.get("QCDOCTOR_CACHE_DIR")
-    if chosen:
-        return None if chosen.lower() == "off" else Path(chosen)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "qcdoctor"
-
-
-def private_dir(name: str) -> Path | None:
-    """``cache_dir()/name``, created for this user alone; None when there is no cache folder
-    or it is not this user's own (a folder others can write to could plant code there)."""
-    base = cache_dir()
-    if base is None:
-        return None
-    folder = base / name
-    try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        status = folder.stat()
-    except OSError:
-        return None
-    if hasattr(os, "getuid") and status.st_uid != os.getuid() or status.st_mode & 0o022:
-        return None
-    return folder
 
 
 # stamps alone are trusted only for files last changed this long before they were read:

@@ -25,7 +25,7 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     Each entry is checked against the template's source, so an edited template is
     compiled afresh; the folder is the rule cache's, made private to the user.
     """
-    from .rule_cache import private_dir
+    from .cache_files import private_dir
     folder = private_dir("templates")
     return _PlainDataCache(str(folder)) if folder else None
 

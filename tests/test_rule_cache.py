@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from qcdoctor.engine import rule_cache
+from qcdoctor.engine import cache_files, rule_cache
 from qcdoctor.engine.rulebook import load_rules_from
 
 
@@ -142,7 +142,7 @@ def test_an_unwritable_or_disabled_cache_only_costs_time(rules_copy, tmp_path, m
     monkeypatch.setenv("QCDOCTOR_CACHE_DIR", str(blocker / "cache"))
     assert load_rules_from(rules_copy) == expected
     monkeypatch.setenv("QCDOCTOR_CACHE_DIR", "off")
-    assert rule_cache.cache_dir() is None
+    assert cache_files.cache_dir() is None
     assert load_rules_from(rules_copy) == expected
 
 

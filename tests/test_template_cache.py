@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from qcdoctor.engine import rule_cache
+from qcdoctor.engine import cache_files
 
 _RENDER = ("import sys\nfrom qcdoctor.engine.examples import example_path\n"
            "from qcdoctor.engine.outputs import render\n"
@@ -44,8 +44,8 @@ def test_a_folder_others_can_write_to_is_not_used(tmp_path, monkeypatch):
     shared = tmp_path / "templates"
     shared.mkdir()
     shared.chmod(0o777)
-    assert rule_cache.private_dir("templates") is None
+    assert cache_files.private_dir("templates") is None
     shared.chmod(0o700)
-    assert rule_cache.private_dir("templates") == shared
+    assert cache_files.private_dir("templates") == shared
     monkeypatch.setenv("QCDOCTOR_CACHE_DIR", "off")
-    assert rule_cache.private_dir("templates") is None
+    assert cache_files.private_dir("templates") is None
