@@ -24,7 +24,8 @@ from .yaml_schema import Choice, Flag, ListOf, Mapping, Number, Text, Version, l
 SCHEMA_ID = "qcdoctor/case-v1"
 TRISTATE = Choice(("yes", "no", "unknown"))
 
-_side = Mapping({
+_BOARD_ONLY = ("stride", "uv_stride")
+_side = Mapping(elsewhere={k: "deploy.board" for k in _BOARD_ONLY}, fields={
     "color": Choice(("rgb", "bgr", "yuv444", "nv12", "gray", "featuremap")),
     "layout": Choice(("NCHW", "NHWC")),
     "mean": ListOf(Number(), scalar_ok=True),
@@ -37,6 +38,11 @@ _side = Mapping({
     "width": Number(integer=True, minimum=1),
     "input_source": Choice(("pyramid", "resizer", "ddr")),
 })
+# the board side alone has row strides: bytes from one row of the image input's Y plane
+# (stride) and UV plane (uv_stride) to the next, judged against J6's 32-byte alignment
+_board_side = Mapping({**_side.fields,
+                       "stride": Number(integer=True, minimum=1),
+                       "uv_stride": Number(integer=True, minimum=1)})
 
 CASE_SCHEMA = Mapping({
     "schema": Text(const=SCHEMA_ID),
@@ -70,7 +76,7 @@ CASE_SCHEMA = Mapping({
         "origin": Choice(("profiler", "probe"))})),
     "user_checks": Mapping({c: TRISTATE for c in USER_CHECKS}),
     "deploy": Mapping({
-        "train": _side, "board": _side,
+        "train": _side, "board": _board_side,
         "nodes": Mapping({"inserted": ListOf(Text(), scalar_ok=True),
                           "removed": ListOf(Text(), scalar_ok=True)}),
         "postprocess_same": TRISTATE,

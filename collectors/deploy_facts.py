@@ -14,7 +14,14 @@ from qcdoctor.engine.fact_types import MARCHES
 from qcdoctor.engine.source_locations import at, case_key, joined
 
 from .case_file import Case
-from .deploy_script import UNKNOWN, Call, preprocess_normalisation, read_script
+from .deploy_script import (
+    PLUGIN_CALLS,
+    UNKNOWN,
+    Call,
+    export_state,
+    preprocess_normalisation,
+    read_script,
+)
 from .files import ArtifactRefused, CaseFiles
 from .hb_compile_yaml import read_hb_compile
 from .reasons import artifact_problem, reason
@@ -123,6 +130,11 @@ def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | No
     read = read or read_deploy_files(case, files)
     facts: list[dict] = list(read.problems)
     calls, script_source = read.calls, read.script_source
+    exported_by = script_source
+    if calls and all(c.name in PLUGIN_CALLS for c in calls):
+        # an export script (the plugin's calls only) tells the export state, nothing of
+        # the compile flow: no compile-script checks read it
+        calls, script_source = [], ""
     config, config_source = read.config, read.config_source
     train, board = dict(deploy.get("train", {})), dict(deploy.get("board", {}))
     train_at: dict[str, tuple[str, list[dict], float]] = {}
@@ -162,6 +174,9 @@ def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | No
     facts += _input_types(config, config_source) or _declared_input_types(
         case, train, board, calls, script_source)
     facts += _core_num(config, calls, platform, config_source, script_source)
+    facts += _export_state(case, read.calls, exported_by)
+    board_width = _board_width(board, config)
+    facts += _strides(case, board, calls, config, board_width)
     return facts
 
 
@@ -462,6 +477,73 @@ def _nv12(case, board, calls, config, config_source) -> list[dict]:
     return [{"type": "nv12_size", "height": int(h or 0), "width": int(w or 0), "known": known,
              "even": known and h % 2 == 0 and w % 2 == 0, "source": source,
              "locations": places}]
+
+
+def _board_width(board: dict, config) -> int | None:
+    """The width of the image the board feeds: case.yaml's, else the hb_compile input's."""
+    if board.get("width") is not None:
+        return int(board["width"])
+    size = _config_size(((config or {}).get("inputs") or [{}])[0])
+    return size[1] if size else None
+
+
+# J6 image inputs (NV12's Y and UV planes, gray's Y plane) start each row on a 32-byte
+# boundary (knowledge.md §10); a row holds one byte per pixel in both planes
+STRIDE_ALIGNMENT = 32
+YUV_INPUTS = ("nv12", "gray")
+
+
+def _strides(case, board, calls, config, width) -> list[dict]:
+    """The board input's Y / UV row strides (deploy.board.stride / uv_stride) against the
+    32-byte alignment and the row they must hold; none for an input that is known not to
+    be an image with Y/UV planes (rgb / bgr / yuv444 / featuremap data in memory)."""
+    given = [(plane, key) for plane, key in (("Y", "stride"), ("UV", "uv_stride"))
+             if board.get(key) is not None]
+    if not given:
+        return []
+    row = ((config or {}).get("inputs") or [{}])[0]
+    kinds = {str(board.get("color") or "").lower(),
+             str(row.get("input_type_rt") or "").lower()}
+    kinds |= {str(c.args.get("mode", "")).lower() for c in calls if c.name == "insert_image_convert"}
+    kinds -= {"", "unknown"}
+    if kinds and not kinds & set(YUV_INPUTS):
+        return []
+    if kinds == {"gray"}:
+        given = [(plane, key) for plane, key in given if plane == "Y"]     # no UV plane
+    facts = []
+    for plane, key in given:
+        stride = int(board[key])
+        aligned = stride % STRIDE_ALIGNMENT == 0
+        facts.append({"type": "stride", "plane": plane, "stride": stride,
+                      "width": width or 0, "width_known": width is not None,
+                      "aligned": aligned, "short": width is not None and stride < width,
+                      # the nearest valid stride, for the message: aligned, and
+                      # holding the row when the width is known
+                      "aligned_stride": -(-max(stride, width or 0) // STRIDE_ALIGNMENT)
+                      * STRIDE_ALIGNMENT,
+                      "source": case.source(f"deploy.board.{key}"),
+                      "locations": case_key(case, f"deploy.board.{key}")})
+    return facts
+
+
+def _export_state(case, calls, script_source) -> list[dict]:
+    """The fake-quant state the script exports in (knowledge.md §5 user-side facts):
+    case.yaml's fake_quant_state, when it states one, wins; the fact says whether the two
+    agree, and cites both."""
+    found = export_state(calls) if script_source else None
+    if found is None or found.state is UNKNOWN:
+        return []
+    given = case.get("fake_quant_state", "unknown")
+    source = f"{script_source} line {found.set_line}"
+    places = joined(at(script_source, found.set_line), at(script_source, found.export_line))
+    if given != "unknown":
+        source = f"{source}; {case.source('fake_quant_state')}"
+        places = joined(places, case_key(case, "fake_quant_state"))
+    return [{"type": "export_state", "state": found.state, "case_state": given,
+             "agrees": "unknown" if given == "unknown" else
+             ("yes" if given == found.state else "no"),
+             "set_line": found.set_line, "export_line": found.export_line,
+             "export_call": found.export_call, "source": source, "locations": places}]
 
 
 def _config_size(row: dict) -> tuple[int, int] | None:

@@ -188,6 +188,7 @@ class Mapping(Spec):
     one_of: bool = False                # at most one key may be given
     doc: str = "mapping"
     required: tuple = ()                # keys that must be given, not null
+    elsewhere: dict = field(default_factory=dict)   # key -> where it belongs instead
 
     def read(self, node, key, ctx):
         if not isinstance(node, yaml.MappingNode):
@@ -208,6 +209,8 @@ class Mapping(Spec):
                 import difflib  # only to word an error: not imported otherwise
                 close = difflib.get_close_matches(name, list(self.fields), n=1)
                 hint = f"did you mean '{close[0]}'? " if close else ""
+                if name in self.elsewhere:
+                    hint = f"{name} belongs under {self.elsewhere[name]}; "
                 ctx.fail(knode, path, "unknown key",
                          f"{hint}allowed here: {', '.join(self.fields)}")
             if _is_null(vnode):

@@ -14,7 +14,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from qcdoctor.collectors.deploy_script import TRACKED, UNKNOWN, Call, read_script
+from qcdoctor.collectors.deploy_script import TRACKED, UNKNOWN, Call, export_state, read_script
 from qcdoctor.collectors.files import ArtifactRefused, CaseFiles, walk
 from qcdoctor.collectors.hb_compile_yaml import read_hb_compile
 
@@ -49,8 +49,10 @@ def _parsed_version(reader, path: str, mtime_ns: int, size: int, inode: int):
 
 
 def find_compile_scripts(folder: Path, files: CaseFiles) -> list[str]:
-    """Python files of the case (relative paths) that call hbdk4 convert/compile/insert_*."""
-    found, looked = [], 0
+    """Python files of the case (relative paths) that call hbdk4 convert/compile/insert_*;
+    without any, those that set the fake-quant state and export (the export script shows
+    the state the model was exported in, knowledge.md §5 user-side facts)."""
+    found, exporting, looked = [], [], 0
     for root, dirs, names in walk(folder, 3):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in names:
@@ -60,7 +62,9 @@ def find_compile_scripts(folder: Path, files: CaseFiles) -> list[str]:
             calls = _calls(files, root / name)
             if calls and any(c.name in TRACKED for c in calls):
                 found.append((root / name).relative_to(folder).as_posix())
-    return found
+            elif calls and export_state(calls) is not None:
+                exporting.append((root / name).relative_to(folder).as_posix())
+    return found or exporting
 
 
 def known_answers(folder: Path, deploy: dict, files: CaseFiles) -> dict[str, tuple[object, str]]:

@@ -256,9 +256,21 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     "deploy_script": {"read": _b(), "inserts": _b(), "removes_io": _b(), "converts": _b(),
                       "compiles": _b()},
     "nv12_size": {"height": _i(0), "width": _i(0), "known": _b(), "even": _b()},
+    # a row stride of the board's image input (deploy.board.stride / uv_stride), in bytes:
+    # aligned to 32 (knowledge.md §10); short: below the row it must hold (width bytes,
+    # known only with the width); aligned_stride: the nearest valid one (aligned, not short)
+    "stride": {"plane": _s("Y", "UV"), "stride": _i(0), "width": _i(0), "width_known": _b(),
+               "aligned": _b(), "short": _b(), "aligned_stride": _i(0)},
     "input_types": {"index": _i(0), "train": _s(default="unknown"), "rt": _s(default="unknown"),
                     "input_source": _s(default="unknown")},
     "core_num": {"march": _s(default="unknown"), "core_num": _i(0)},
+    # the fake-quant state the compile/export script's last export runs in (knowledge.md §5
+    # user-side facts); case_state: case.yaml's fake_quant_state, which wins when given;
+    # agrees: whether the two say the same (unknown when case.yaml states none)
+    "export_state": {"state": _s("validation", "float", "qat", "calibration"),
+                     "case_state": _s("validation", "float", "unknown"),
+                     "agrees": _s(*TRISTATE), "set_line": _i(0), "export_line": _i(0),
+                     "export_call": _s("export", "pre_export")},
     "dump_pair": {"left": _s(*STAGES, "", default=""), "right": _s(*STAGES, "", default=""),
                   "outputs": _i(0), "compared": _i(0), "identical": _s(*TRISTATE),
                   "consistent": _s(*TRISTATE), "worst_output": _s(default=""),

@@ -47,6 +47,11 @@ def test_good_case_reads_values_and_lines():
     (GOOD + "stages_list:\n- a\n", 7, "stages_list", "unknown key"),
     (GOOD.replace("schema: qcdoctor/case-v1", "schema: qcdoctor/case-v2"), 1, "schema", "expected"),
     (GOOD + "analyses_run:\n  - {type: convert, baseline: qat_bc}\n", 7, "analyses_run[0]", "no 'analysis'"),
+    (GOOD + "deploy:\n  board: {stride: 0}\n", 8, "deploy.board.stride", "below the minimum 1"),
+    (GOOD + "deploy:\n  board: {uv_stride: -32}\n", 8, "deploy.board.uv_stride", "below the minimum 1"),
+    (GOOD + "deploy:\n  board: {stride: 1920px}\n", 8, "deploy.board.stride", "whole number"),
+    (GOOD + "deploy:\n  board: {strde: 1920}\n", 8, "deploy.board.strde", "did you mean 'stride'"),
+    (GOOD + "deploy:\n  train: {stride: 1920}\n", 8, "deploy.train.stride", "belongs under deploy.board"),
 ])
 def test_mistakes_name_line_key_and_fix(text, line, key, words):
     err = _error(text)

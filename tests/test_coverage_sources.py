@@ -268,12 +268,26 @@ def test_the_state_at_the_last_export_counts(tmp_path):
     assert report["conclusion"]["suspect"] == "export_state"
 
 
+def test_an_export_script_is_no_compile_script_but_one_script_can_be_both(tmp_path):
+    body = "set_fake_quantize(qat_pt, FakeQuantState._FLOAT)\nqat_bc = export(qat_pt, x)\n"
+    report = exporting(tmp_path / "a", body)
+    # no hbdk4 call: nothing said of inserts, removals or the march
+    assert not facts_of(report, "deploy_script") and not facts_of(report, "march_check")
+    report = exporting(tmp_path / "b", body + "from hbdk4.compiler import convert\n"
+                                              "quantized = convert(qat_bc, 'nash-e')\n")
+    assert facts_of(report, "deploy_script")[0]["converts"]
+    assert facts_of(report, "export_state")[0]["state"] == "float"
+
+
 @pytest.mark.parametrize("body,why", [
     ("if args.diagnose:\n    set_fake_quantize(qat_pt, FakeQuantState._FLOAT)\n"
      "export(qat_pt, x)\n", "set in one branch only: either state"),
     ("set_fake_quantize(qat_pt, getattr(FakeQuantState, args.state))\nexport(qat_pt, x)\n",
      "a state known only at run time"),
     ("set_fake_quantize(qat_pt, FakeQuantState._FLOAT)\n", "no export follows"),
+    ("set_fake_quantize(qat_pt, FakeQuantState.VALIDATION)\nexport(qat_pt, x)\n"
+     "if args.diagnose:\n    set_fake_quantize(qat_pt, FakeQuantState._FLOAT)\n"
+     "    export(qat_pt, x)\n", "the last export to run depends on a branch"),
     ("import torch\nset_fake_quantize(qat_pt, FakeQuantState._FLOAT)\n"
      "torch.onnx.export(qat_pt, x, 'qat.onnx')\n", "another library's export"),
     ("set_fake_quantize(qat_pt, FakeQuantState.VALIDATION)\n"

@@ -66,6 +66,9 @@ EDITS = [
     (lambda c: c.update(versions={"hbdk4-compiler": 4.4}), True),      # unquoted version
     (lambda c: c.update(evidence="dataset_eval"), True),               # one item for a list
     (lambda c: c.update(title=None), True),                            # null: not given
+    (lambda c: c.update(deploy={"board": {"stride": 1920}}), True),     # the board's stride
+    (lambda c: c.update(deploy={"board": {"stride": 0}}), False),       # not a byte count
+    (lambda c: c.update(deploy={"train": {"stride": 1920}}), False),    # the board's alone
 ]
 
 
