@@ -21,8 +21,8 @@ _BOOL_TAG = "tag:yaml.org,2002:bool"
 _NULL_TAG = "tag:yaml.org,2002:null"
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
-_TRUE = {"true", "yes", "on", "y"}
-_FALSE = {"false", "no", "off", "n"}
+TRUE_WORDS = {"true", "yes", "on", "y"}
+FALSE_WORDS = {"false", "no", "off", "n"}
 
 
 class _Ctx:
@@ -77,7 +77,7 @@ class Choice(Spec):
     def read(self, node, key, ctx):
         value = self._scalar(node, key, ctx, "one of " + self.doc)
         if node.tag == _BOOL_TAG and set(self.choices) >= {"yes", "no"}:
-            value = "yes" if value.lower() in _TRUE else "no"
+            value = "yes" if value.lower() in TRUE_WORDS else "no"
         if value not in self.choices:
             import difflib  # only to word an error: not imported otherwise
             close = difflib.get_close_matches(value, self.choices, n=1)
@@ -93,9 +93,9 @@ class Flag(Spec):
     def read(self, node, key, ctx):
         value = self._scalar(node, key, ctx, "true or false")
         low = value.lower()
-        if low in _TRUE:
+        if low in TRUE_WORDS:
             return True
-        if low in _FALSE:
+        if low in FALSE_WORDS:
             return False
         ctx.fail(node, key, f"expected true or false, found {value!r}",
                  "write true or false, or leave the key out when unknown")

@@ -12,8 +12,8 @@ import json
 
 from qcdoctor.collectors.versions import VERSION_RE
 from qcdoctor.collectors.yaml_schema import (
-    _FALSE,
-    _TRUE,
+    FALSE_WORDS,
+    TRUE_WORDS,
     Choice,
     Flag,
     ListOf,
@@ -32,7 +32,7 @@ def _any_case(word: str) -> str:
 
 # the validator's own expression, anchored the JSON Schema (ECMA 262) way
 _VERSION_PATTERN = "^" + VERSION_RE.pattern.removesuffix(r"\Z") + "$"
-_FLAG_WORDS = "^(" + "|".join(_any_case(w) for w in sorted(_TRUE | _FALSE)) + ")$"
+_FLAG_WORDS = "^(" + "|".join(_any_case(w) for w in sorted(TRUE_WORDS | FALSE_WORDS)) + ")$"
 
 
 def json_schema(spec) -> dict:

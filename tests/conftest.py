@@ -21,8 +21,7 @@ from qcdoctor.engine.diagnose import bundled_runner  # noqa: E402
 from qcdoctor.engine.rulebook import load_rules  # noqa: E402
 from qcdoctor.engine.runner import RuleRunner  # noqa: E402
 from qcdoctor.engine.triage import triage_case  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.paths import REPO  # noqa: E402
 
 # one runner per rule, compiled once for the whole session (matching runs in the engine worker)
 _runners: dict[str, RuleRunner] = {r.id: RuleRunner([r]) for r in load_rules()}

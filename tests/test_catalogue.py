@@ -14,8 +14,8 @@ from qcdoctor.engine.method_docs import sections
 from qcdoctor.engine.rulebook import FILE_RE, REQUIRED, load_rules, load_rules_from
 from qcdoctor.engine.ruledocs import explain_rule, list_rules
 from qcdoctor.engine.vocabulary import GROUPS, MISSING_IDS, PITFALL_IDS
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 RULE_FILES = sorted((REPO / "rules").glob("*/*.yaml"))
 
 

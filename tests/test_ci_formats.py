@@ -20,12 +20,13 @@ from qcdoctor.engine.examples import example_names, example_path
 from qcdoctor.engine.junit import render_junit
 from qcdoctor.engine.sarif import render_sarif
 from qcdoctor.engine.triage import triage_path
+from tests.paths import TESTS
 
 from .conftest import missing_in_ci
 
 # the official schema, unchanged (tests/schemas/README.md): the tests need no folder beside
 # the checkout
-SARIF_SCHEMA = Path(__file__).resolve().parent / "schemas" / "sarif-schema-2.1.0.json"
+SARIF_SCHEMA = TESTS / "schemas" / "sarif-schema-2.1.0.json"
 
 
 @pytest.fixture(scope="module")

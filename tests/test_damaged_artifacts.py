@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.engine.outputs import render
 from qcdoctor.engine.triage import triage_case
+from tests.paths import TESTS
 
 from .qa.scenarios import build, case_yaml
 from .qa.writers import COMPARE_FORMATS, layer, write_compare, write_sensitivity
 
-BASE = Path(__file__).parent / "qa"
+BASE = TESTS / "qa"
 
 
 def _triage(folder: Path, html: bool = True) -> dict:

@@ -10,8 +10,8 @@ import pytest
 
 from qcdoctor.engine.method_docs import anchor_of
 from qcdoctor.engine.ruledocs import rule_docs
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 PAGES = sorted([REPO / "README.md", *DOCS.glob("*.md")])
 _LINK = re.compile(r"\]\(([^)\s]+)\)")

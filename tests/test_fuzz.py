@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, currently_in_test_context, event, given, set
 from hypothesis import strategies as st
 
 from qcdoctor.engine.cli import main
+from tests.paths import REPO
 
 from .deploy.scripts import EXAMPLE as EXAMPLE_SCRIPT
 from .qa.writers import (
@@ -41,7 +42,6 @@ from .qa.writers import (
     write_sensitivity,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 CAMPAIGN = int(os.environ.get("QCDOCTOR_FUZZ_EXAMPLES", "0"))
 SECONDS_PER_INPUT = 20
 # messages of durable_rules' own failures on some fact strings: the engine's to fix

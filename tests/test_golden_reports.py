@@ -17,8 +17,9 @@ from qcdoctor.collectors.case_file import load_case
 from qcdoctor.engine.examples import example_names, example_path
 from qcdoctor.engine.outputs import render
 from qcdoctor.engine.triage import triage_case
+from tests.paths import TESTS
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = TESTS / "golden"
 UPDATE = os.environ.get("QCDOCTOR_UPDATE_GOLDEN") == "1"
 
 # example -> (stage, rules that must be in the conclusion's evidence, must-have pitfalls

@@ -14,8 +14,8 @@ from qcdoctor.collectors import limits
 from qcdoctor.collectors.case_file import parse_case
 from qcdoctor.engine.cli import main
 from qcdoctor.engine.errors import QcdoctorError
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 HEAD = "schema: qcdoctor/case-v1\n"
 LAUGHS = HEAD + "title: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"l{i}: &l{i} [{', '.join([f'*{p}' for p in ['a' if i == 0 else f'l{i - 1}'] * 9])}]\n"

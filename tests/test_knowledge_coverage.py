@@ -21,14 +21,15 @@ from qcdoctor.collectors.qa_writers import psql
 from qcdoctor.engine.rulebook import load_rules
 from qcdoctor.engine.triage import triage_case
 from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES
+from tests.paths import SHARED, TESTS
 
 from .qa.writers import layer, write_compare
 
-MAP_FILE = Path(__file__).parent / "coverage" / "knowledge_rows.yaml"
+MAP_FILE = TESTS / "coverage" / "knowledge_rows.yaml"
 MAP = yaml.safe_load(MAP_FILE.read_text(encoding="utf-8"))
 ROWS = {row["id"]: row for row in MAP["rows"]}
 # beside the checkout in the shared workspace; a clean clone has none
-KNOWLEDGE = Path(__file__).resolve().parents[2] / "shared" / "docs" / "knowledge.md"
+KNOWLEDGE = SHARED / "docs" / "knowledge.md"
 
 SOURCES = ("case_yaml", "compile_script", "hb_compile_yaml", "dumps", "profiler")
 # the example key holding each source's own material (case.yaml needs none)

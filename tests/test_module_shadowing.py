@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import REPO
+
 MODULES = ("yaml", "jinja2", "markdown", "durable", "pandas", "numpy")
 
 
 def _shadowing_folder(tmp_path: Path) -> Path:
     case = tmp_path / "case"
-    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "convert_j6p", case)
+    shutil.copytree(REPO / "examples" / "convert_j6p", case)
     for name in MODULES:
         (case / f"{name}.py").write_text(
             f"open({str(tmp_path / 'imported')!r}, 'a').write({name!r} + '\\n')\n"

@@ -7,9 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.paths import REPO
 
 
 def test_wheel_install_runs_an_example(tmp_path):

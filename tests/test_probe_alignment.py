@@ -21,6 +21,7 @@ from qcdoctor.collectors.compare_layers import load_compare, read_layers  # noqa
 from qcdoctor.collectors.fx_graph import load_graph  # noqa: E402
 from qcdoctor.collectors.qa_files import load_probe_manifest  # noqa: E402
 from qcdoctor.probe import ProbeWarning, compare_models  # noqa: E402
+from tests.paths import REPO  # noqa: E402
 
 from .probe_nets import (  # noqa: E402
     ToyNet,
@@ -197,8 +198,7 @@ def qat():
 
 
 def test_the_cli_prints_the_warning(tmp_path):
-    from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     (tmp_path / "toy_models.py").write_text(MODELS_PY, encoding="utf-8")
     torch.save(EXAMPLE, tmp_path / "in.pt")
     done = subprocess.run(

@@ -12,6 +12,7 @@ from qcdoctor.collectors.advisor import classify
 from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.engine.triage import triage_case
+from tests.paths import TESTS
 
 from .qa.scenarios import SCENARIOS, build, case_yaml, cliff_rows
 from .qa.writers import (
@@ -23,7 +24,7 @@ from .qa.writers import (
     write_sensitivity,
 )
 
-GOLDEN = Path(__file__).parent / "golden" / "qa"
+GOLDEN = TESTS / "golden" / "qa"
 UPDATE = os.environ.get("QCDOCTOR_UPDATE_GOLDEN") == "1"
 
 

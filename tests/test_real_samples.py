@@ -6,8 +6,6 @@ skipped when they are not there.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from qcdoctor.collectors.compare_layers import load_compare, read_layers
@@ -15,8 +13,9 @@ from qcdoctor.collectors.fx_graph import load_graph
 from qcdoctor.collectors.model_check import check_model
 from qcdoctor.collectors.sensitivity import _rows_from_txt
 from qcdoctor.collectors.statistic import load_statistic
+from tests.paths import SHARED, TESTS
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+SAMPLES = SHARED / "samples"
 pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason="format samples not present")
 
 
@@ -52,7 +51,7 @@ def test_sensitivity_samples_with_and_without_flops():
 def test_fx_graph_sample():
     text = (SAMPLES / "fx_graph.sample.txt").read_text(encoding="utf-8")
     part_a = text.split("# ---- Part B")[0]
-    path = Path(__file__).parent / "_fx_sample.tmp"
+    path = TESTS / "_fx_sample.tmp"
     path.write_text(part_a, encoding="utf-8")
     try:
         graph, _ = load_graph(path)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -20,8 +19,9 @@ from qcdoctor.engine.examples import example_names, example_path
 from qcdoctor.engine.report_schema import check_report
 from qcdoctor.engine.schemas import case_schema, report_schema
 from qcdoctor.engine.triage import triage_path
+from tests.paths import TESTS
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = TESTS / "golden"
 
 
 def validator(schema: dict) -> jsonschema.Draft7Validator:
