@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .errors import RuleError
 from .fact_types import FACT_TYPES, GATE_TYPE
+from .values import looks_numeric
 
 OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in")
 _NUMERIC_OPS = ("gt", "gte", "lt", "lte")
@@ -90,14 +91,6 @@ def _check_operand(ftype: str, field: str, op: str, value, where: str) -> object
     if spec.kind == "float":
         value = [float(v) for v in value] if isinstance(value, list) else float(value)
     return value
-
-
-def looks_numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def parse_pattern(raw, where: str, index: int) -> Pattern:
