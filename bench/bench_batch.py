@@ -28,7 +28,7 @@ from cases import varied_cases  # noqa: E402
 from timing import interleaved, spread  # noqa: E402
 
 from qcdoctor.collectors.case_file import load_case  # noqa: E402
-from qcdoctor.engine.triage import triage_case  # noqa: E402
+from qcdoctor.engine.diagnosis.triage import triage_case  # noqa: E402
 
 CASES = 1000
 RUNS = 3

@@ -36,11 +36,11 @@ from timing import min_median  # noqa: E402
 
 from qcdoctor.collectors.case_facts import collect_facts  # noqa: E402
 from qcdoctor.collectors.case_file import parse_case  # noqa: E402
-from qcdoctor.engine.durable_host import QuietHost  # noqa: E402
-from qcdoctor.engine.engine_process import EngineProcess  # noqa: E402
-from qcdoctor.engine.forked import MISSING, ForkedCall  # noqa: E402
-from qcdoctor.engine.rulebook import load_rules  # noqa: E402
-from qcdoctor.engine.runner import RuleRunner, _unique, engine_fact  # noqa: E402
+from qcdoctor.engine.matching.durable_host import QuietHost  # noqa: E402
+from qcdoctor.engine.matching.engine_process import EngineProcess  # noqa: E402
+from qcdoctor.engine.matching.forked import MISSING, ForkedCall  # noqa: E402
+from qcdoctor.engine.matching.rulebook import load_rules  # noqa: E402
+from qcdoctor.engine.matching.runner import RuleRunner, _unique, engine_fact  # noqa: E402
 
 
 def in_one_process(rules, cases) -> tuple[float, float]:
@@ -110,7 +110,7 @@ def main() -> int:
     engine.close()
 
     ratio, start_ratio = worker / local, first / local_first
-    from qcdoctor.engine.engine_process import MAX_WORKER_GROWTH_MB
+    from qcdoctor.engine.matching.engine_process import MAX_WORKER_GROWTH_MB
     bounded = max(worker_growth) < MAX_WORKER_GROWTH_MB + 20
     print(f"per case:  worker min {worker_min * 1e3:.2f} ms, median {worker * 1e3:.2f} ms;"
           f" in one process min {local_min * 1e3:.2f} ms, median {local * 1e3:.2f} ms"

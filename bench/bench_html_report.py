@@ -30,8 +30,8 @@ from bench_triage import QCDOCTOR, big_table_case, run, verdict  # noqa: E402
 from timing import byte_compiled, interleaved  # noqa: E402
 
 from qcdoctor.collectors.case_file import load_case  # noqa: E402
-from qcdoctor.engine.outputs import render  # noqa: E402
-from qcdoctor.engine.triage import triage_case  # noqa: E402
+from qcdoctor.engine.diagnosis.triage import triage_case  # noqa: E402
+from qcdoctor.engine.reports.formats import render  # noqa: E402
 
 LUT = "horizon_plugin_pytorch.nn.qat.segment_lut.SegmentLUT"
 CONV = "horizon_plugin_pytorch.nn.qat.conv2d.Conv2d"

@@ -43,18 +43,18 @@ from timing import byte_compiled, interleaved  # noqa: E402
 
 from qcdoctor.collectors.case_facts import collect_facts  # noqa: E402
 from qcdoctor.collectors.case_file import load_case  # noqa: E402
-from qcdoctor.engine.examples import example_names, example_path  # noqa: E402
-from qcdoctor.engine.forked import MISSING, ForkedCall  # noqa: E402
-from qcdoctor.engine.patterns import oracle_bindings  # noqa: E402
-from qcdoctor.engine.rulebook import load_rules  # noqa: E402
-from qcdoctor.engine.runner import RuleRunner, engine_fact  # noqa: E402
-from qcdoctor.engine.triage import triage_case  # noqa: E402
+from qcdoctor.engine.commands.examples import example_names, example_path  # noqa: E402
+from qcdoctor.engine.diagnosis.triage import triage_case  # noqa: E402
+from qcdoctor.engine.matching.forked import MISSING, ForkedCall  # noqa: E402
+from qcdoctor.engine.matching.patterns import oracle_bindings  # noqa: E402
+from qcdoctor.engine.matching.rulebook import load_rules  # noqa: E402
+from qcdoctor.engine.matching.runner import RuleRunner, engine_fact  # noqa: E402
 
 # the installed console script, as users run it (the -c form where it is not installed)
 _SCRIPT = Path(sys.executable).with_name("qcdoctor")
 TARGET_RATE = 500                 # cases a second in one process
 QCDOCTOR = ([sys.executable, str(_SCRIPT)] if _SCRIPT.is_file() else
-            [sys.executable, "-c", "import sys; from qcdoctor.engine.cli import entry; "
+            [sys.executable, "-c", "import sys; from qcdoctor.engine.commands.cli import entry; "
              "entry(sys.argv[1:])"])
 
 
@@ -108,9 +108,9 @@ def report_time(folders: list[Path]) -> float:
     """Seconds a case takes to become its Diagnosis once its facts and the rules' hits are
     known (median of 5 rounds over ``folders``)."""
     from qcdoctor.collectors.case_facts import collect_case
-    from qcdoctor.collectors.threshold_settings import resolve
-    from qcdoctor.engine.diagnose import run_rules
-    from qcdoctor.engine.triage import case_report
+    from qcdoctor.collectors.threshold_sources import resolve
+    from qcdoctor.engine.diagnosis.diagnose import run_rules
+    from qcdoctor.engine.diagnosis.triage import case_report
     known = []
     for folder in folders:
         case = load_case(folder)
@@ -135,7 +135,7 @@ def engine_inside_one_process(rules, fact_sets) -> tuple[float, float, float]:
     process that can die alone."""
     from in_process import program_on
 
-    from qcdoctor.engine.durable_host import QuietHost
+    from qcdoctor.engine.matching.durable_host import QuietHost
     readied, inline = QuietHost(), QuietHost()      # both registered before either is used
     program = program_on([readied, inline], rules)
     match, create, matcher = [], [], []
@@ -170,7 +170,7 @@ def main() -> int:
                  5.0),
                 ("--help", *interleaved(bare_pass, run(QCDOCTOR + ["--help"])), 1.5)]
     probe = subprocess.run([sys.executable, "-c",
-        "import sys\nfrom qcdoctor.engine.cli import main\ntry: main(['--help'])\n"
+        "import sys\nfrom qcdoctor.engine.commands.cli import main\ntry: main(['--help'])\n"
         "except SystemExit: pass\nprint('HEAVY:' + ','.join(m for m in ('torch', 'pandas') "
         "if m in sys.modules))"], capture_output=True, text=True, check=True)
     heavy = probe.stdout.rsplit("HEAVY:", 1)[-1].strip()

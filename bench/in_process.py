@@ -4,7 +4,7 @@ durable_rules' C code runs only in a process that can die alone."""
 
 from __future__ import annotations
 
-from qcdoctor.engine.runner import USUAL_TYPES, CaseProgram, stratum_rulesets
+from qcdoctor.engine.matching.runner import USUAL_TYPES, CaseProgram, stratum_rulesets
 
 
 def program_on(hosts, rules) -> CaseProgram:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .reasons import reason
-from .tables import psql_tables
+from qcdoctor.collectors.reasons import reason
+from qcdoctor.collectors.tables import psql_tables
 
 # (kind, pattern on abnormal_info + advice); first match wins, most specific first
 KINDS = (

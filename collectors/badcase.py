@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .pt_files import load_pt
-from .reasons import reason
-from .tables import psql_tables, simple_table
+from qcdoctor.collectors.pt_files import load_pt
+from qcdoctor.collectors.reasons import reason
+from qcdoctor.collectors.tables import psql_tables, simple_table
 
 _INT = re.compile(r"^-?\d+$")
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from itertools import accumulate
 
-from . import limits
-from .reasons import Reason, reason
+from qcdoctor.collectors import limits
+from qcdoctor.collectors.reasons import Reason, reason
 
 MAX_DIGITS = 308                # an integer longer than this is no float (1.8e308 at most)
 

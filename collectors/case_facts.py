@@ -6,22 +6,21 @@ import os
 import warnings
 from pathlib import Path
 
-from qcdoctor.engine.fact_types import PACKAGES, USER_CHECKS
-from qcdoctor.engine.source_locations import at, case_key, joined
-from qcdoctor.engine.vocabulary import analysis_type, needs_two_runs, torch_vs_bc
-
-from .case_file import Case
-from .deploy_facts import collect_deploy, read_deploy_files, stated_march
-from .dump_facts import collect_dumps
-from .environment import detect_march, installed_versions
-from .files import CaseFiles
-from .platform import platform_fact
-from .qa_files import COMPARE_NAMES, SENSITIVITY_RE
-from .quant_analysis import collect_quant_analysis
-from .series import split_series
-from .stages import derive_stage_facts
-from .threshold_settings import resolve as resolve_thresholds
-from .versions import version_fact
+from qcdoctor.collectors.case_file import Case
+from qcdoctor.collectors.deploy_facts import collect_deploy, read_deploy_files, stated_march
+from qcdoctor.collectors.dump_facts import collect_dumps
+from qcdoctor.collectors.environment import detect_march, installed_versions
+from qcdoctor.collectors.files import CaseFiles
+from qcdoctor.collectors.platform import platform_fact
+from qcdoctor.collectors.qa_files import COMPARE_NAMES, SENSITIVITY_RE
+from qcdoctor.collectors.quant_analysis import collect_quant_analysis
+from qcdoctor.collectors.series import split_series
+from qcdoctor.collectors.stages import derive_stage_facts
+from qcdoctor.collectors.threshold_sources import resolve as resolve_thresholds
+from qcdoctor.collectors.versions import version_fact
+from qcdoctor.fact_types import PACKAGES, USER_CHECKS
+from qcdoctor.source_locations import at, case_key, joined
+from qcdoctor.vocabulary import analysis_type, needs_two_runs, torch_vs_bc
 
 SUFFICIENT_EVIDENCE = ("dataset_eval", "reproducible_badcase", "multi_frame_visual")
 

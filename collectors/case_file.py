@@ -4,8 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.fact_types import (
+from qcdoctor.collectors import limits
+from qcdoctor.collectors.case import CASE_FILE, Case  # noqa: F401 - Case and CASE_FILE are read from here too
+from qcdoctor.collectors.threshold_sources import threshold_specs
+from qcdoctor.collectors.yaml_schema import (
+    Choice,
+    Flag,
+    ListOf,
+    Mapping,
+    Number,
+    Text,
+    Version,
+    load_document,
+)
+from qcdoctor.errors import QcdoctorError
+from qcdoctor.fact_types import (
     ANALYSIS_TYPES,
     CHIPS,
     EVIDENCE_KINDS,
@@ -15,11 +28,6 @@ from qcdoctor.engine.fact_types import (
     STATUSES,
     USER_CHECKS,
 )
-
-from . import limits
-from .case_model import CASE_FILE, Case  # noqa: F401 - Case and CASE_FILE are read from here too
-from .threshold_settings import threshold_specs
-from .yaml_schema import Choice, Flag, ListOf, Mapping, Number, Text, Version, load_document
 
 SCHEMA_ID = "qcdoctor/case-v1"
 TRISTATE = Choice(("yes", "no", "unknown"))
@@ -112,7 +120,7 @@ def resolve_case_path(path: str | Path, allow_outside: tuple = ()) -> tuple[Path
     else:
         raise QcdoctorError("no such case folder or file", file=str(path),
                             fix="give a folder with case.yaml, or the path of a case.yaml")
-    from .files import CaseFiles
+    from qcdoctor.collectors.files import CaseFiles
     if not CaseFiles(folder, tuple(map(Path, allow_outside))).inside(file):
         raise QcdoctorError(f"refused: {file.name} is a symlink leading out of the case folder; "
                             "it is not read", file=str(file),

@@ -17,14 +17,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from qcdoctor.engine.source_locations import at
-
-from .layer_curve import Curve, read_curve
-from .lut_ops import lut_op
-from .quant_range import QRANGE, dtype_name, range_evidence, representable
-from .reasons import reason
-from .tables import Table, read_psql_file, read_qa_csv
-from .thresholds import DEFAULT, Thresholds
+from qcdoctor.collectors.layer_curve import Curve, read_curve
+from qcdoctor.collectors.lut_ops import lut_op
+from qcdoctor.collectors.quant_range import QRANGE, dtype_name, range_evidence, representable
+from qcdoctor.collectors.reasons import reason
+from qcdoctor.collectors.tables import Table, read_psql_file, read_qa_csv
+from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
+from qcdoctor.source_locations import at
 
 TEXT = ("mod_name", "base_op_type", "analy_op_type", "shape", "quant_dtype", "dtype", "advice")
 NUMERIC = ("qscale", "zero_point", "cosine", "l1", "atol", "mse", "kl", "sqnr", "rtol",

@@ -9,12 +9,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.fact_types import MARCHES
-from qcdoctor.engine.source_locations import at, case_key, joined
-
-from .case_file import Case
-from .deploy_script import (
+from qcdoctor.collectors.case_file import Case
+from qcdoctor.collectors.deploy_script import (
     PLUGIN_CALLS,
     UNKNOWN,
     Call,
@@ -22,9 +18,12 @@ from .deploy_script import (
     preprocess_normalisation,
     read_script,
 )
-from .files import ArtifactRefused, CaseFiles
-from .hb_compile_yaml import read_hb_compile
-from .reasons import artifact_problem, reason
+from qcdoctor.collectors.files import ArtifactRefused, CaseFiles
+from qcdoctor.collectors.hb_compile_yaml import read_hb_compile
+from qcdoctor.collectors.reasons import artifact_problem, reason
+from qcdoctor.errors import QcdoctorError
+from qcdoctor.fact_types import MARCHES
+from qcdoctor.source_locations import at, case_key, joined
 
 # which checklist item a train-vs-board comparison belongs to
 COMPARED = {"normalisation": "input_preprocessing", "color": "input_preprocessing",

@@ -19,10 +19,9 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qcdoctor.engine.errors import QcdoctorError
-
-from . import limits
-from .reasons import reason
+from qcdoctor.collectors import limits
+from qcdoctor.collectors.reasons import reason
+from qcdoctor.errors import QcdoctorError
 
 TRACKED = ("insert_image_preprocess", "insert_image_convert", "insert_transpose",
            "insert_roi_resize", "insert_split", "remove_io_op", "convert", "compile")

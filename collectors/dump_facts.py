@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import math
 
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.fact_types import STAGES
-
-from .case_file import Case
-from .files import ArtifactRefused, CaseFiles
-from .reasons import Reason, artifact_problem, zh
+from qcdoctor.collectors.case_file import Case
+from qcdoctor.collectors.files import ArtifactRefused, CaseFiles
+from qcdoctor.collectors.reasons import Reason, artifact_problem, zh
+from qcdoctor.errors import QcdoctorError
+from qcdoctor.fact_types import STAGES
 
 
 def collect_dumps(case: Case, trust_pickles: bool = False, progress=None,
@@ -17,8 +16,8 @@ def collect_dumps(case: Case, trust_pickles: bool = False, progress=None,
     named = case.get("artifacts", {}).get("dumps", {})
     if not named or case.folder is None:
         return []
-    from .dumps import compare_paths  # numpy loads only when there are dumps
-    from .series import dump_series
+    from qcdoctor.collectors.dumps import compare_paths  # numpy loads only when there are dumps
+    from qcdoctor.collectors.series import dump_series
     files = files or CaseFiles(case.folder)
     where = case.source("artifacts.dumps")
     dtype = case.get("artifacts", {}).get("dump_dtype")

@@ -19,12 +19,11 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from qcdoctor.engine.errors import QcdoctorError
-
-from .bounded_data import DataRefused, load_json
-from .files import SIZE_CAPS, MiB
-from .pt_files import load_pt
-from .reasons import reason
+from qcdoctor.collectors.bounded_data import DataRefused, load_json
+from qcdoctor.collectors.files import SIZE_CAPS, MiB
+from qcdoctor.collectors.pt_files import load_pt
+from qcdoctor.collectors.reasons import reason
+from qcdoctor.errors import QcdoctorError
 
 CHUNK = 1 << 20                       # elements per chunk (4 MiB of float32)
 DUMP_SUFFIXES = (".npy", ".pt", ".bin")

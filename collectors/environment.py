@@ -13,7 +13,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from qcdoctor.engine.fact_types import MARCHES, PACKAGES
+from qcdoctor.fact_types import MARCHES, PACKAGES
 
 BOARD_FILES = (".drobotics-s/.env.board", ".horizon/.env.board")
 BOARD_VARIABLES = ("HORIZON_BOARD_TYPE", "OE_BOARD_TYPE", "BOARD_TYPE")
@@ -121,7 +121,7 @@ def march_from_board_files(folders: list[Path], case_files=None,
     With ``case_files`` (the case's CaseFiles), a file in the case folder is read only if
     it lets it through.
     """
-    from .files import ArtifactRefused
+    from qcdoctor.collectors.files import ArtifactRefused
     for folder in folders:
         for rel in BOARD_FILES:
             path = folder / rel

@@ -16,9 +16,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qcdoctor.engine.errors import QcdoctorError
-
-from .reasons import artifact_problem, reason, with_fix
+from qcdoctor.collectors.reasons import artifact_problem, reason, with_fix
+from qcdoctor.errors import QcdoctorError
 
 MAX_FILES = 20000
 _SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules"}
@@ -120,7 +119,7 @@ class CaseFiles:
     def problem_facts(self) -> list[dict]:
         """What was refused, and the case folder's own settings files (qcdoctor.toml,
         pyproject.toml, read by ``threshold_settings``) that could not be used."""
-        from .threshold_settings import settings_problems
+        from qcdoctor.collectors.threshold_sources import settings_problems
         found = {**{p["file"]: p for p in settings_problems(self.folder)}, **self.refused}
         return [found[name] for name in sorted(found)]
 

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .reasons import reason
-from .tables import simple_table
+from qcdoctor.collectors.reasons import reason
+from qcdoctor.collectors.tables import simple_table
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEPLOY = re.compile(r"deploy|getenv|environ|is_export|export_mode|onnx|tracing", re.I)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qcdoctor.engine.errors import QcdoctorError
-
-from .reasons import reason
-from .yaml_schema import load_plain
+from qcdoctor.collectors.reasons import reason
+from qcdoctor.collectors.yaml_schema import load_plain
+from qcdoctor.errors import QcdoctorError
 
 INPUT_KEYS = ("input_type_rt", "input_type_train", "input_layout_train", "input_source",
               "mean_value", "scale_value", "std_value", "input_name", "input_shape")

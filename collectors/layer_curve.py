@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .thresholds import DEFAULT, Thresholds
+from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
 
 KEPT_ROWS = 2           # a step is kept when one of this many rows after it still shows it
 DIP_ROWS = 5            # out-of-band runs this short that return to the band are dips

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .tables import psql_tables, simple_table
+from qcdoctor.collectors.tables import psql_tables, simple_table
 
 _AVG = re.compile(r"averaging_constant\s*=\s*([0-9.eE+-]+)")
 _ABNORMAL_COMPUTE = re.compile(r"^(\S+)\s+((?:float|int|qint)\d+\*(?:float|int|qint)\d+)\s*$")

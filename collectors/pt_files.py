@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qcdoctor.engine.errors import QcdoctorError
-
-from .reasons import reason
+from qcdoctor.collectors.reasons import reason
+from qcdoctor.errors import QcdoctorError
 
 
 class UnsafePickle(QcdoctorError):

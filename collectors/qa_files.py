@@ -19,7 +19,7 @@ def load_probe_manifest(path):
     QcdoctorError when it is not YAML."""
     from pathlib import Path
 
-    from .yaml_schema import load_plain
+    from qcdoctor.collectors.yaml_schema import load_plain
     return load_plain(Path(path).read_text(encoding="utf-8"), str(path))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from qcdoctor.engine.values import looks_numeric
+from qcdoctor.values import looks_numeric
 
 LAYOUTS = {
     "16": ["mod_name", "base_op_type", "analy_op_type", "shape", "quant_dtype", "qscale",

@@ -11,17 +11,13 @@ import os
 import re
 from pathlib import Path
 
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.source_locations import at, case_key
-from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES, analysis_type
-
-from .advisor import load_advisor
-from .badcase import spread_fact, worst_indices_from_pt, worst_indices_from_txt
-from .case_file import Case
-from .files import ArtifactRefused, CaseFiles, find_files, walk
-from .fx_graph import Graph, graph_origin, load_graph
-from .model_check import check_model
-from .qa_files import (
+from qcdoctor.collectors.advisor import load_advisor
+from qcdoctor.collectors.badcase import spread_fact, worst_indices_from_pt, worst_indices_from_txt
+from qcdoctor.collectors.case_file import Case
+from qcdoctor.collectors.files import ArtifactRefused, CaseFiles, find_files, walk
+from qcdoctor.collectors.fx_graph import Graph, graph_origin, load_graph
+from qcdoctor.collectors.model_check import check_model
+from qcdoctor.collectors.qa_files import (
     ADVISOR_NAMES,
     BADCASE_NAMES,
     COMPARE_NAMES,
@@ -30,9 +26,12 @@ from .qa_files import (
     load_probe_manifest,
     run_for,
 )
-from .reasons import artifact_problem, joined, of_exception, reason, with_fix
-from .statistic import load_statistic, weight_fact
-from .thresholds import DEFAULT, Thresholds
+from qcdoctor.collectors.reasons import artifact_problem, joined, of_exception, reason, with_fix
+from qcdoctor.collectors.statistic import load_statistic, weight_fact
+from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
+from qcdoctor.errors import QcdoctorError
+from qcdoctor.source_locations import at, case_key
+from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES, analysis_type
 
 _MARKERS = COMPARE_NAMES + ADVISOR_NAMES + BADCASE_NAMES
 MAX_DEPTH = 4
@@ -128,7 +127,7 @@ def _origin(case: Case, rel: str, probe: dict | None) -> str:
 
 def _probe_manifest(path: Path) -> dict:
     """probe_run.yaml: what qcdoctor probe compared; refused when it is not its own."""
-    from qcdoctor.engine.fact_types import STAGES
+    from qcdoctor.fact_types import STAGES
     data = load_probe_manifest(path)
     if not isinstance(data, dict) or data.get("origin") != "probe":
         raise ValueError(reason("not written by qcdoctor probe (no 'origin: probe')"))
@@ -206,7 +205,7 @@ def collect_quant_analysis(case: Case, trust_pickles: bool = False,
 def _read_against_origins(facts: list[dict]) -> None:
     """Add to every sensitivity summary how it reads against compare_per_layer's clear
     origins (cliffs) of the same model (knowledge.md §16 R3.10)."""
-    from .sensitivity import against_origins
+    from qcdoctor.collectors.sensitivity import against_origins
     folders = {f["analysis"]: f for f in facts if f["type"] == "qa_folder"}
     cliffs: dict[str, list[str]] = {}
     for fact in facts:
@@ -262,7 +261,7 @@ def _input_scales(folder: Path, rel: str, compare, crel: str, analysis_stage: st
                   facts: list[dict], files: CaseFiles) -> list[tuple[float, str, list[dict]]]:
     """The input QuantStub scales of the analysed model: its rows in compare_per_layer
     (qscale), else in analysis_model/statistic.txt (the output row's scale)."""
-    from .compare_layers import stub_scales
+    from qcdoctor.collectors.compare_layers import stub_scales
     if analysis_stage not in _QAT_SCALED:
         return []
     if compare is not None:
@@ -288,9 +287,9 @@ def _is_quant_stub(op_type: str) -> bool:
 def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
                   input_scales: list | None = None) -> list[dict]:
     # numpy/pandas load only when a case has QuantAnalysis outputs
-    from .compare_layers import load_compare, read_layers, row_facts
-    from .sensitivity import load_sensitivity, ranked, summarise
-    from .series import layer_series, sensitivity_series
+    from qcdoctor.collectors.compare_layers import load_compare, read_layers, row_facts
+    from qcdoctor.collectors.sensitivity import load_sensitivity, ranked, summarise
+    from qcdoctor.collectors.series import layer_series, sensitivity_series
 
     facts: list[dict] = []
     # every entry but folders: a FIFO or symlink among them is refused when read, and listed

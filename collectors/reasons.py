@@ -81,6 +81,6 @@ def artifact_problem(file: str, problem: str, partial: bool, source: str) -> dic
 
 @lru_cache(maxsize=1)
 def _chinese() -> dict[str, str]:
-    from qcdoctor.engine.bundled import load_yaml
+    from qcdoctor.package_data import load_yaml
     return {entry["en"]: entry["zh"] for entry in load_yaml("qcdoctor.templates",
                                                             "reasons.yaml")}

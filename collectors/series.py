@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:       # numpy and pandas load only for cases with tables (see split_series)
     import numpy as np
 
-    from .compare_layers import LayerReading, LayerTable
-    from .sensitivity import SensitivityFile
+    from qcdoctor.collectors.compare_layers import LayerReading, LayerTable
+    from qcdoctor.collectors.sensitivity import SensitivityFile
 
 SERIES_TYPES = ("layer_series", "sensitivity_series", "dump_series")
 KEEP_ALL = 1500          # tables up to this many rows are kept whole
@@ -74,7 +74,7 @@ def _texts(frame, column: str, positions: np.ndarray) -> list[str]:
 def layer_series(layers: LayerTable, reading: LayerReading, analysis: str, source: str) -> dict:
     import numpy as np
 
-    from .compare_layers import numeric_column
+    from qcdoctor.collectors.compare_layers import numeric_column
     frame = layers.frame
     values = {name: numeric_column(frame, column) for name, column in LAYER_VALUES.items()}
     no_metric = np.isnan(values["cosine"]) & np.isnan(values["atol"])
@@ -108,7 +108,7 @@ def layer_series(layers: LayerTable, reading: LayerReading, analysis: str, sourc
 def sensitivity_series(sens: SensitivityFile, summary: dict, source: str,
                        top: int = SENSITIVITY_TOP) -> dict:
     """The most sensitive ops of one table, most sensitive first, with the judgements."""
-    from .sensitivity import is_lut, ranked
+    from qcdoctor.collectors.sensitivity import is_lut, ranked
     ops = [{"op": r.op_name, "kind": r.sensitive_type or "activation", "op_type": r.op_type,
             "value": _number(r.value), "lut": is_lut(r)} for r in ranked(sens)[0][:top]]
     return {"type": "sensitivity_series", "analysis": summary["analysis"],

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qcdoctor.engine.fact_types import STAGES
-from qcdoctor.engine.vocabulary import DEPLOY_SHOWN_AT, STAGE_LABELS
-
-from .case_file import Case
-from .metric_direction import UNKNOWN, is_fraction_metric, metric_direction
+from qcdoctor.collectors.case_file import Case
+from qcdoctor.collectors.metric_direction import UNKNOWN, is_fraction_metric, metric_direction
+from qcdoctor.fact_types import STAGES
+from qcdoctor.vocabulary import DEPLOY_SHOWN_AT, STAGE_LABELS
 
 # Steps a user may not have (an unknown one is simply not part of their chain).
 OPTIONAL_STAGES = ("calib", "nv12_bc", "qdq_removed_bc")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .reasons import reason
-from .tables import psql_tables
+from qcdoctor.collectors.reasons import reason
+from qcdoctor.collectors.tables import psql_tables
 
 
 def load_statistic(path: Path) -> list[dict]:

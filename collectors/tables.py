@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .reasons import reason
+from qcdoctor.collectors.reasons import reason
 
 if TYPE_CHECKING:                      # pandas loads only when a big table is read
     import pandas as pd

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from qcdoctor.engine.errors import QcdoctorError
-
-from . import limits
-from .versions import VERSION_RE
+from qcdoctor.collectors import limits
+from qcdoctor.collectors.versions import VERSION_RE
+from qcdoctor.errors import QcdoctorError
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _NULL_TAG = "tag:yaml.org,2002:null"

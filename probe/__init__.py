@@ -3,7 +3,7 @@
 Importing this package imports torch; the rest of qcdoctor never imports it.
 """
 
-from .compare import ProbeResult, ProbeWarning, compare_models
-from .quantizers import Quantizer, QuantizerAdapter, TorchAoAdapter
+from qcdoctor.probe.compare import ProbeResult, ProbeWarning, compare_models
+from qcdoctor.probe.quantizers import Quantizer, QuantizerAdapter, TorchAoAdapter
 
 __all__ = ["ProbeResult", "ProbeWarning", "Quantizer", "QuantizerAdapter", "TorchAoAdapter", "compare_models"]

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .layers import (
+from qcdoctor.probe.layers import (
     FOLLOWERS,
     NOT_TENSOR,
     PASS_THROUGH,
@@ -53,7 +53,7 @@ from .layers import (
     op_kind,
     output_scale,
 )
-from .stats import flatten_output, pair_stats, shape_text, side_stats
+from qcdoctor.probe.stats import flatten_output, pair_stats, shape_text, side_stats
 
 Key = tuple[str, int]          # (output name, how many times that name ran before)
 Sig = tuple                    # (chain head key, fusion tokens BN aside)

@@ -22,14 +22,18 @@ from torch import nn
 
 from qcdoctor.collectors.qa_files import PROBE_MANIFEST, load_probe_manifest
 from qcdoctor.collectors.qa_writers import LAYOUTS, ROW_KEYS, write_sensitivity
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES
-
-from .capture import LayerRows, compare_layers
-from .quantizers import QuantizerAdapter, TorchAoAdapter, freeze_observers, restore_observers
-from .sensitivity import METRICS, output_names
-from .sensitivity import sensitivity as sensitivity_pass
-from .stats import release_scratch
+from qcdoctor.errors import QcdoctorError
+from qcdoctor.probe.capture import LayerRows, compare_layers
+from qcdoctor.probe.quantizers import (
+    QuantizerAdapter,
+    TorchAoAdapter,
+    freeze_observers,
+    restore_observers,
+)
+from qcdoctor.probe.sensitivity import METRICS, output_names
+from qcdoctor.probe.sensitivity import sensitivity as sensitivity_pass
+from qcdoctor.probe.stats import release_scratch
+from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES
 
 EXTRA_COLUMNS = ["base_mod_name", "match"]
 # below this share of analysis outputs compared, the table is no layer-by-layer reading
@@ -133,7 +137,7 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     result = _result(out, layers, tables)
     result.files.extend(_write_compare(out, layers.rows))
     if layers.graph is not None:
-        from .fxgraph import write_fx_graph
+        from qcdoctor.probe.fxgraph import write_fx_graph
         result.files.append(write_fx_graph(out / "fx_graph.txt", layers.graph,
                                            layers.graph_names))
     for name, rows in tables.items():
@@ -250,7 +254,7 @@ def _check_out_dir(out: Path) -> list[Path]:
 def _write_manifest(result: ProbeResult, kind: str, metric: str) -> Path:
     import yaml
 
-    from qcdoctor.engine.atomic import write_text_atomic
+    from qcdoctor.atomic import write_text_atomic
     baseline, analysis = ANALYSIS_TYPE_STAGES[kind]
     path = result.out_dir / PROBE_MANIFEST
     names = {p.name for p in result.files}

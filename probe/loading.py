@@ -12,7 +12,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from qcdoctor.engine.errors import QcdoctorError
+from qcdoctor.errors import QcdoctorError
 
 
 def load_model(spec: str, option: str):

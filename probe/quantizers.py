@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from .layers import class_path, dtype_label, fx_plan
+from qcdoctor.probe.layers import class_path, dtype_label, fx_plan
 
 
 @dataclass

@@ -13,9 +13,8 @@ from collections.abc import Callable
 import torch
 
 from qcdoctor.collectors.sensitivity import ASCENDING
-
-from .quantizers import QuantizerAdapter
-from .stats import flatten_output, pair_stats
+from qcdoctor.probe.quantizers import QuantizerAdapter
+from qcdoctor.probe.stats import flatten_output, pair_stats
 
 # file-name metric -> pair_stats key (also the collector's name of the metric)
 METRICS = {"L1": "l1", "MSE": "mse", "KL": "kl", "ATOL": "atol", "Cosine": "cosine",

@@ -17,10 +17,10 @@ for _colour in ("FORCE_COLOR", "NO_COLOR"):
 from dataclasses import replace  # noqa: E402
 
 from qcdoctor.collectors.case_file import parse_case  # noqa: E402
-from qcdoctor.engine.diagnose import bundled_runner  # noqa: E402
-from qcdoctor.engine.rulebook import load_rules  # noqa: E402
-from qcdoctor.engine.runner import RuleRunner  # noqa: E402
-from qcdoctor.engine.triage import triage_case  # noqa: E402
+from qcdoctor.engine.diagnosis.diagnose import bundled_runner  # noqa: E402
+from qcdoctor.engine.diagnosis.triage import triage_case  # noqa: E402
+from qcdoctor.engine.matching.rulebook import load_rules  # noqa: E402
+from qcdoctor.engine.matching.runner import RuleRunner  # noqa: E402
 from tests.paths import REPO  # noqa: E402
 
 # one runner per rule, compiled once for the whole session (matching runs in the engine worker)

@@ -8,10 +8,10 @@ import shutil
 import pytest
 import yaml
 
-from qcdoctor.engine.errors import RuleError
-from qcdoctor.engine.examples import example_path
-from qcdoctor.engine.rulebook import load_rules_from
-from qcdoctor.engine.triage import triage_path
+from qcdoctor.engine.commands.examples import example_path
+from qcdoctor.engine.diagnosis.triage import triage_path
+from qcdoctor.engine.matching.rulebook import load_rules_from
+from qcdoctor.errors import RuleError
 
 from .test_catalogue import GOOD, _write_rule
 

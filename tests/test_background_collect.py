@@ -10,12 +10,12 @@ import signal
 import pytest
 
 from qcdoctor.collectors import case_facts
-from qcdoctor.collectors.background import read_early
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.files import CaseFiles
-from qcdoctor.collectors.threshold_settings import resolve as resolve_thresholds
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.examples import example_names, example_path
+from qcdoctor.collectors.threshold_sources import resolve as resolve_thresholds
+from qcdoctor.engine.commands.background import read_early
+from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.errors import QcdoctorError
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="reads in-process without fork")
 OPTIONS = dict(environ={}, installed={}, use_env=False)
@@ -82,7 +82,7 @@ def test_a_case_read_in_the_child_reaches_a_report_without_the_reading_code(tmp_
     the case-file reader (that is the point of reading there)."""
     import subprocess
     import sys
-    probe = ("import sys\nfrom qcdoctor.engine.cli import main\n"
+    probe = ("import sys\nfrom qcdoctor.engine.commands.cli import main\n"
              "code = main(['triage', '--example', 'convert_j6e_no_retrain', '-o', sys.argv[1]])\n"
              "print(code, sorted(m for m in ('yaml', 'qcdoctor.collectors.case_file') "
              "if m in sys.modules))")
@@ -94,8 +94,8 @@ def test_a_case_read_in_the_child_reaches_a_report_without_the_reading_code(tmp_
 
 def test_a_settings_file_found_by_the_child_reaches_the_report(tmp_path):
     """The thresholds the child read the case with are the report's, with their source."""
-    from qcdoctor.engine.cli import main
-    from qcdoctor.engine.examples import copy_example
+    from qcdoctor.engine.commands.cli import main
+    from qcdoctor.engine.commands.examples import copy_example
     case = copy_example("convert_quant_analysis", str(tmp_path / "case"))
     (tmp_path / "qcdoctor.toml").write_text("[thresholds]\ncosine_good = 0.97\n",
                                             encoding="utf-8")

@@ -9,8 +9,8 @@ from pathlib import Path
 import html5lib
 import pytest
 
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.examples import example_path
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.commands.examples import example_path
 
 EXAMPLES = ("board_nv12_deploy", "convert_quant_analysis", "wide_gap")
 BROKEN = "schema: qcdoctor/case-v1\nplatfrom: {chip: J6P}\n"
@@ -155,7 +155,7 @@ def test_stopping_early_leaves_no_worker_behind(queue):
     """Ctrl-C or a consumer that stops: the workers are ended, not waited for."""
     import multiprocessing
 
-    from qcdoctor.engine.batch import Settings, find_cases, run_batch
+    from qcdoctor.engine.commands.batch import Settings, find_cases, run_batch
     before = set(multiprocessing.active_children())
     cases = find_cases([str(queue)] * 20, recursive=True)            # 80 cases
     results = run_batch(cases, Settings(use_env=False), jobs=2)
@@ -202,7 +202,7 @@ def test_case_folders_never_take_the_names_of_the_batch_files(tmp_path, capsys):
 
 
 def test_folder_names_are_safe_unique_and_never_the_batch_files():
-    from qcdoctor.engine.batch_output import folder_names
+    from qcdoctor.engine.commands.batch_output import folder_names
     assert folder_names(["x/summary.json", "index.html", "c/case.yaml", "d.tar.gz", "..",
                          "e/..", "d", "a:b", "a?b", "é" * 150]) == [
         "summary.json-2", "index.html-2", "c", "d", "case", "case-2", "d-2", "a_b", "a_b-2",

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from qcdoctor.engine import bundle
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.examples import example_names, example_path
+from qcdoctor.collectors import bundle
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.commands.examples import example_names, example_path
 
 
 def copy_example(name: str, folder: Path) -> Path:

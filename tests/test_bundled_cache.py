@@ -9,7 +9,7 @@ from importlib import resources
 import pytest
 import yaml
 
-from qcdoctor.engine import bundled
+from qcdoctor import package_data as bundled
 
 FILES = [("qcdoctor.templates", "labels.yaml"), ("qcdoctor.templates", "checklist_items.yaml"),
          ("qcdoctor.rules", "questions.yaml")]

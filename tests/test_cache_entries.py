@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qcdoctor.engine.cache_files import read_entry
+from qcdoctor.cache_files import read_entry
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX special files")
 

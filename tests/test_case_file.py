@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from qcdoctor.collectors.case_file import load_case, parse_case
-from qcdoctor.engine.errors import QcdoctorError
+from qcdoctor.errors import QcdoctorError
 
 GOOD = """schema: qcdoctor/case-v1
 title: demo

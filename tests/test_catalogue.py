@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from qcdoctor.engine.errors import RuleError
-from qcdoctor.engine.method_docs import sections
-from qcdoctor.engine.rulebook import FILE_RE, REQUIRED, load_rules, load_rules_from
-from qcdoctor.engine.ruledocs import explain_rule, list_rules
-from qcdoctor.engine.vocabulary import GROUPS, MISSING_IDS, PITFALL_IDS
+from qcdoctor.engine.matching.rulebook import FILE_RE, REQUIRED, load_rules, load_rules_from
+from qcdoctor.engine.reports.method_docs import sections
+from qcdoctor.engine.reports.rule_docs import explain_rule, list_rules
+from qcdoctor.errors import RuleError
+from qcdoctor.vocabulary import GROUPS, MISSING_IDS, PITFALL_IDS
 from tests.paths import REPO
 
 RULE_FILES = sorted((REPO / "rules").glob("*/*.yaml"))

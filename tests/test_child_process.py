@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from qcdoctor.engine.child_process import ForkedProcess
+from qcdoctor.engine.matching.child_process import ForkedProcess
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
 

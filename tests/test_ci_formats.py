@@ -15,11 +15,11 @@ import jsonschema
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.junit import render_junit
-from qcdoctor.engine.sarif import render_sarif
-from qcdoctor.engine.triage import triage_path
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.engine.diagnosis.triage import triage_path
+from qcdoctor.engine.reports.junit import render_junit
+from qcdoctor.engine.reports.sarif import render_sarif
 from tests.paths import TESTS
 
 from .conftest import missing_in_ci
@@ -139,7 +139,7 @@ def test_junit_holds_any_user_text(reports):
     suite = next(iter(xml))
     assert suite.name == "qcdoctor triage: odd\ufffd<case> & ]]>"
     case = next(c for c in suite if c.name.startswith(report["findings"][0]["rule"] + ":"))
-    # a lone surrogate is shown as its escape, as in every output (engine/safe_text.py)
+    # a lone surrogate is shown as its escape, as in every output (common/safe_text.py)
     assert case.result[0].text == "bad\ufffd[31m <b>tag</b> & \\ud800 end"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from qcdoctor.engine.cli import main
+from qcdoctor.engine.commands.cli import main
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -114,7 +114,7 @@ def test_collect_prints_facts_with_sources(case, capsys):
 
 
 def test_help_imports_neither_torch_nor_pandas():
-    code = ("import sys; from qcdoctor.engine.cli import main\n"
+    code = ("import sys; from qcdoctor.engine.commands.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "heavy = [m for m in ('torch', 'pandas', 'durable', 'jinja2', 'matplotlib', 'rich')\n"
             "         if m in sys.modules]\n"
@@ -145,7 +145,7 @@ def test_triage_reads_quantanalysis_outputs_and_trusts_pickles_only_when_asked(t
 
 
 def test_rule_docs_cover_every_rule(tmp_path):
-    from qcdoctor.engine.rulebook import load_rules
+    from qcdoctor.engine.matching.rulebook import load_rules
     out = tmp_path / "rules.md"
     assert main(["rules", "docs", "-o", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
@@ -155,7 +155,7 @@ def test_rule_docs_cover_every_rule(tmp_path):
 
 
 def test_a_case_without_analysis_outputs_or_dumps_never_loads_numpy_or_pandas():
-    code = ("import sys\nfrom qcdoctor.engine.cli import main\n"
+    code = ("import sys\nfrom qcdoctor.engine.commands.cli import main\n"
             "main(['triage', '--example', 'board_nv12_deploy', '-o', '/dev/null'])\n"
             "print('HEAVY:' + ','.join(m for m in ('numpy', 'pandas', 'torch', 'matplotlib')\n"
             "                           if m in sys.modules))")

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from qcdoctor.engine.cli import _DECLARATIONS, _parser
+from qcdoctor.engine.commands.cli import _DECLARATIONS, _parser
 
 ARGVS = [
     ["triage", "case", "--format", "html", "-o", "r.html", "--lang", "en", "--fail-on", "error",

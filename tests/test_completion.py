@@ -7,7 +7,7 @@ import shutil
 
 import pexpect
 
-from qcdoctor.engine.cli import main
+from qcdoctor.engine.commands.cli import main
 
 from .conftest import missing_in_ci
 

@@ -10,10 +10,10 @@ import yaml
 
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.files import CaseFiles
-from qcdoctor.engine.deploy_known import find_compile_scripts
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.intake.deploy_known import find_compile_scripts
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.errors import QcdoctorError
 
 from .test_knowledge_coverage import build_case, triage
 from .test_report_language import english_left

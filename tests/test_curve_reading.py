@@ -15,8 +15,8 @@ from qcdoctor.collectors.layer_curve import typical_without_each
 from qcdoctor.collectors.lut_ops import lut_op
 from qcdoctor.collectors.quant_range import QRANGE, dtype_name, range_evidence, representable
 from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
-from qcdoctor.engine.fact_types import normalise
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.fact_types import normalise
 
 from .qa.scenarios import case_yaml, gradual_rows
 from .qa.writers import layer, write_compare

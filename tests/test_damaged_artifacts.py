@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.reports.formats import render
 from tests.paths import TESTS
 
 from .qa.scenarios import build, case_yaml

@@ -10,10 +10,10 @@ import yaml
 
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.deploy_script import UNKNOWN, read_script
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.errors import QcdoctorError
 
 from .deploy.scripts import CORRECT, DYNAMIC_MODE, MISTAKES
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.diagnosis.triage import triage_case
 
 from .deploy.scripts import CORRECT, DYNAMIC_MODE, MISTAKES
 from .qa.scenarios import cliff_rows, gradual_rows, sens_rows
@@ -186,7 +186,7 @@ def test_padding_is_unknown_when_the_board_size_is_unknown(tmp_path):
     report = triage(folder)
     assert item(report, "nv12_even_size")["status"] == "unknown"
     assert item(report, "padding")["status"] == "unknown"
-    from qcdoctor.engine.catalogues import checklist_items
+    from qcdoctor.catalogues import checklist_items
     assert report["conclusion"]["suspect"] not in checklist_items()     # nothing failed
 
 

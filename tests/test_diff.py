@@ -9,8 +9,8 @@ from pathlib import Path
 import html5lib
 import pytest
 
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.examples import example_path
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.commands.examples import example_path
 
 QA_OLD = "quantized_bc: {metric: mAP, value: 0.512}"
 
@@ -155,8 +155,8 @@ def _diff(old_stage="convert", new_stage="convert", **changes) -> dict:
 
 
 def test_verdict_worse_better_changed():
-    from qcdoctor.engine.diff_report import verdict_text
-    from qcdoctor.engine.report_diff import verdict
+    from qcdoctor.engine.diagnosis.report_changes import verdict
+    from qcdoctor.engine.reports.changes import verdict_text
     worse = _diff(checklist=[{"item": "layout", "old": "pass", "new": "fail"}],
                   regressions=[{"kind": "checklist", "id": "layout", "old": "pass", "new": "fail"}])
     worse["verdict"] = verdict(worse)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from qcdoctor.engine.method_docs import anchor_of
-from qcdoctor.engine.ruledocs import rule_docs
+from qcdoctor.engine.reports.method_docs import anchor_of
+from qcdoctor.engine.reports.rule_docs import rule_docs
 from tests.paths import REPO
 
 DOCS = REPO / "docs"

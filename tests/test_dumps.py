@@ -12,9 +12,9 @@ import yaml
 
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.dumps import CHUNK, compare, compare_paths, open_dump
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.errors import QcdoctorError
 
 RNG = np.random.default_rng(3)
 

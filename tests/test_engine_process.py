@@ -14,14 +14,14 @@ import pytest
 
 from qcdoctor.collectors import limits
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine import durable_host
-from qcdoctor.engine.engine_process import EngineCrash, EngineFailure, EngineProcess
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.rulebook import load_rules
-from qcdoctor.engine.runner import MAX_ENGINE_STRING, RuleRunner, engine_fact
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.matching import durable_host
+from qcdoctor.engine.matching.engine_process import EngineCrash, EngineFailure, EngineProcess
+from qcdoctor.engine.matching.rulebook import load_rules
+from qcdoctor.engine.matching.runner import MAX_ENGINE_STRING, RuleRunner, engine_fact
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.errors import QcdoctorError
 
 from .conftest import REPO, triage_dict
 
@@ -125,7 +125,7 @@ def test_workers_are_recycled_after_a_number_of_matches():
 def test_a_worn_worker_hands_over_to_a_standby_started_ahead():
     """The successor starts compiling at STANDBY_AT of the limits, so replacing a worker
     never makes a case wait for a fresh one; no standby is left running after close."""
-    from qcdoctor.engine.engine_process import STANDBY_AT
+    from qcdoctor.engine.matching.engine_process import STANDBY_AT
     engine = EngineProcess(max_matches=30)
     try:
         runner = RuleRunner(load_rules(), engine=engine)
@@ -160,7 +160,7 @@ def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch, call
     forked worker inherits from a large caller does not count). A caller that has freed a
     large heap (a long test run, a notebook) hands the fork free memory it reuses without
     its resident size moving: the growth must show all the same."""
-    from qcdoctor.engine import engine_process as module
+    from qcdoctor.engine.matching import engine_process as module
     cap = 12
     monkeypatch.setattr(module, "MAX_WORKER_GROWTH_MB", cap)     # inherited by the fork
     if caller_heap != "small":
@@ -211,9 +211,9 @@ def test_long_and_broken_strings_never_reach_the_engine():
 def _fresh_reports() -> dict[str, str]:
     code = ("import json, sys\n"
             "from qcdoctor.collectors.case_file import load_case\n"
-            "from qcdoctor.engine.examples import example_names, example_path\n"
-            "from qcdoctor.engine.outputs import render\n"
-            "from qcdoctor.engine.triage import triage_case\n"
+            "from qcdoctor.engine.commands.examples import example_names, example_path\n"
+            "from qcdoctor.engine.reports.formats import render\n"
+            "from qcdoctor.engine.diagnosis.triage import triage_case\n"
             "out = {}\n"
             "for name in example_names():\n"
             "    with example_path(name) as path:\n"
@@ -230,7 +230,7 @@ def _fresh_reports() -> dict[str, str]:
 def test_a_failed_case_leaves_nothing_behind_for_the_next(monkeypatch):
     """After an engine failure in a long-running process, every bundled example's report is
     byte-identical to a fresh process's."""
-    from qcdoctor.engine.diagnose import bundled_runner
+    from qcdoctor.engine.diagnosis.diagnose import bundled_runner
     runner = bundled_runner()
     real = durable_host.QuietHost.match
 
@@ -239,7 +239,7 @@ def test_a_failed_case_leaves_nothing_behind_for_the_next(monkeypatch):
         raise RuntimeError("Could not retract fact, error code: 314")   # ...then it fails
     noisy = json.loads(json.dumps(CONVERT))
     noisy["symptom"] = "x" * 100
-    from qcdoctor.engine.engine_process import engine_process
+    from qcdoctor.engine.matching.engine_process import engine_process
     engine_process().close()                             # the next worker forks with the patch
     monkeypatch.setattr(durable_host.QuietHost, "match", fail_midway)
     with pytest.raises(EngineFailure):
@@ -260,7 +260,7 @@ def test_the_cli_reports_an_engine_crash_as_a_clear_error(tmp_path):
     """No signal and no traceback reach the user: exit 2 with a message naming the case."""
     (tmp_path / "case.yaml").write_text("schema: qcdoctor/case-v1\nevidence: [dataset_eval]\n")
     code = ("import os, signal, sys\n"
-            "from qcdoctor.engine import durable_host, cli\n"
+            "from qcdoctor.engine.matching import durable_host\nfrom qcdoctor.engine.commands import cli\n"
             "durable_host.QuietHost.match = lambda *a: os.kill(os.getpid(), signal.SIGABRT)\n"
             "sys.exit(cli.main(['triage', sys.argv[1]]))\n")
     result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,

@@ -7,9 +7,9 @@ see no signal, and any worker that did die must have been replaced transparently
 
 from __future__ import annotations
 
-from qcdoctor.engine.engine_process import engine_process
-from qcdoctor.engine.fact_types import normalise
-from qcdoctor.engine.rulebook import load_rules
+from qcdoctor.engine.matching.engine_process import engine_process
+from qcdoctor.engine.matching.rulebook import load_rules
+from qcdoctor.fact_types import normalise
 
 from .conftest import single_rule_runner
 

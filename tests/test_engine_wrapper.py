@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qcdoctor.collectors.case_facts import collect_facts
-from qcdoctor.engine import jsonfmt
-from qcdoctor.engine.diagnose import run_rules
-from qcdoctor.engine.fact_types import FACT_TYPES, normalise
-from qcdoctor.engine.patterns import oracle_bindings
-from qcdoctor.engine.rulebook import load_rules
-from qcdoctor.engine.runner import EngineFailure, RuleRunner, canonical
+from qcdoctor.engine.diagnosis.diagnose import run_rules
+from qcdoctor.engine.matching import jsonfmt
+from qcdoctor.engine.matching.patterns import oracle_bindings
+from qcdoctor.engine.matching.rulebook import load_rules
+from qcdoctor.engine.matching.runner import EngineFailure, RuleRunner, canonical
+from qcdoctor.fact_types import FACT_TYPES, normalise
 
 from .conftest import FLAT_RUNNER, case_from, triage_dict
 
@@ -90,8 +90,8 @@ def test_no_background_threads_are_started():
 
 
 def test_exceptions_inside_actions_are_not_swallowed(monkeypatch):
-    from qcdoctor.engine import durable_host
-    from qcdoctor.engine.engine_process import EngineProcess
+    from qcdoctor.engine.matching import durable_host
+    from qcdoctor.engine.matching.engine_process import EngineProcess
     rule = next(r for r in load_rules() if r.id == "ST050")
 
     def broken(c):
@@ -177,7 +177,7 @@ def test_fresh_processes_never_crash_on_state_deletion(tmp_path):
     (tmp_path / "case.yaml").write_text("schema: qcdoctor/case-v1\n")
     code = ("import sys\nfrom pathlib import Path\n"
             "from qcdoctor.collectors.case_file import load_case\n"
-            "from qcdoctor.engine.triage import triage_case\n"
+            "from qcdoctor.engine.diagnosis.triage import triage_case\n"
             "print(triage_case(load_case(Path(sys.argv[1])))['conclusion']['stage'])\n")
     for _ in range(12):
         result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qcdoctor.engine.fact_types import FACT_TYPES, PROVENANCE_KEYS, normalise
+from qcdoctor.fact_types import FACT_TYPES, PROVENANCE_KEYS, normalise
 
 
 class Level(enum.IntEnum):

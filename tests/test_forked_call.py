@@ -11,12 +11,12 @@ import threading
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine import plots
-from qcdoctor.engine.examples import example_path
-from qcdoctor.engine.forked import MISSING, ForkedCall
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
-from qcdoctor.engine.view import view_model
+from qcdoctor.engine.commands.examples import example_path
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.matching.forked import MISSING, ForkedCall
+from qcdoctor.engine.reports import plots
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.engine.reports.view import view_model
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
 

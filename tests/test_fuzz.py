@@ -26,7 +26,7 @@ import yaml
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
-from qcdoctor.engine.cli import main
+from qcdoctor.engine.commands.cli import main
 from tests.paths import REPO
 
 from .deploy.scripts import EXAMPLE as EXAMPLE_SCRIPT

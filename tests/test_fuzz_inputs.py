@@ -24,7 +24,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qcdoctor.engine.examples import example_path
+from qcdoctor.engine.commands.examples import example_path
 
 from .test_fuzz import _run, fuzz
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.reports.formats import render
 from tests.paths import TESTS
 
 GOLDEN = TESTS / "golden"

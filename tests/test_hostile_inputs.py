@@ -19,10 +19,10 @@ from qcdoctor.collectors.dumps import compare, open_dump
 from qcdoctor.collectors.hb_compile_yaml import read_hb_compile
 from qcdoctor.collectors.model_check import check_model
 from qcdoctor.collectors.versions import VERSION_RE
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.questions import AnswerError, Question
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.intake.questions import AnswerError, Question
+from qcdoctor.errors import QcdoctorError
 
 from .qa.scenarios import build
 

@@ -15,9 +15,9 @@ import pytest
 
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.files import CaseFiles
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.reports.formats import render
 
 from .deploy.scripts import CORRECT
 from .qa.scenarios import build, case_yaml
@@ -266,8 +266,8 @@ def test_cli_allow_outside_is_repeatable(tmp_path, capsys):
 
 
 def test_intake_reads_outside_only_when_allowed(tmp_path):
-    from qcdoctor.engine.intake import Intake
-    from qcdoctor.engine.prompts import ScriptedPrompter
+    from qcdoctor.engine.intake.prompts import ScriptedPrompter
+    from qcdoctor.engine.intake.session import Intake
 
     outside = _outside(tmp_path)
     case = tmp_path / "case"

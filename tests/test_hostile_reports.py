@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.markdown import md_fenced, md_message, md_text
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.engine.reports.markdown import md_fenced, md_message, md_text
 
 from .qa.writers import layer, write_advisor, write_compare, write_model_check, write_sensitivity
 
@@ -100,7 +100,7 @@ SVG_TAGS = {"svg", "defs", "g", "path", "use", "clipPath", "rect", "text", "patt
 def _check_report_html(page: str) -> tuple[str, list[str]]:
     """The HTML report: only its own elements, links within the page, the one script, no
     event handler, no source of anything; (the body's text, the plots' SVG texts)."""
-    from qcdoctor.engine.html_report import COPY_SCRIPT
+    from qcdoctor.engine.reports.html import COPY_SCRIPT
     tree = html5lib.parse(page, namespaceHTMLElements=False)
     anchors = {e.get("id") for e in tree.iter() if e.get("id")}
     svg_text = []
@@ -183,7 +183,7 @@ def test_terminal_escapes_and_bidi_overrides_are_shown_not_obeyed():
 
 
 def test_message_code_spans_stay_code_and_values_cannot_break_them():
-    from qcdoctor.engine.text import render as fill
+    from qcdoctor.text import render as fill
     message = fill("the error starts at `{f.layer}` ({f.where})",
                    {"f": {"layer": "a`b<script>", "where": "`x` [l](javascript:1)"}})
     assert message == "the error starts at `a'b<script>` ('x' [l](javascript:1))"

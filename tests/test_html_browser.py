@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
-from qcdoctor.engine.vocabulary import CONCLUSION_LABELS
+from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.vocabulary import CONCLUSION_LABELS
 
 from .conftest import missing_in_ci
 

@@ -12,8 +12,8 @@ import pytest
 
 from qcdoctor.collectors import limits
 from qcdoctor.collectors.case_file import parse_case
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.errors import QcdoctorError
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.errors import QcdoctorError
 from tests.paths import REPO
 
 HEAD = "schema: qcdoctor/case-v1\n"

@@ -11,9 +11,9 @@ import pexpect
 import pytest
 import yaml
 
-from qcdoctor.engine.case_document import CaseDocument
-from qcdoctor.engine.intake import Intake
-from qcdoctor.engine.prompts import LinePrompter
+from qcdoctor.engine.intake.case_writer import CaseDocument
+from qcdoctor.engine.intake.prompts import LinePrompter
+from qcdoctor.engine.intake.session import Intake
 
 from .terminal import TerminalSession, shows
 
@@ -252,8 +252,8 @@ def test_back_reasks_the_previous_question_with_its_answer_as_default(tmp_path):
 
 
 def _question(key: str):
-    from qcdoctor.engine.catalogues import question_topics
-    from qcdoctor.engine.questions import questions_for
+    from qcdoctor.catalogues import question_topics
+    from qcdoctor.engine.intake.questions import questions_for
     for topic in question_topics():
         for question in questions_for(topic if topic != "stage_result" else "stage_result:qat"):
             if question.key == key:
@@ -262,7 +262,7 @@ def _question(key: str):
 
 
 def _examples(kind):
-    from qcdoctor.engine.catalogues import question_examples
+    from qcdoctor.catalogues import question_examples
     return question_examples()[kind]
 
 
@@ -273,16 +273,16 @@ def test_catalogue_accepted_answers(example):
 
 @pytest.mark.parametrize("example", _examples("rejected"), ids=lambda e: e["key"] + ":" + e["answer"])
 def test_catalogue_rejected_answers(example):
-    from qcdoctor.engine.questions import AnswerError
+    from qcdoctor.engine.intake.questions import AnswerError
     with pytest.raises(AnswerError) as err:
         _question(example["key"]).parse(example["answer"], "en")
     assert str(err.value)
 
 
 def test_every_topic_a_rule_can_ask_exists_and_every_missing_item_has_questions():
-    from qcdoctor.engine.questions import questions_for
-    from qcdoctor.engine.rulebook import load_rules
-    from qcdoctor.engine.vocabulary import FILE_MISSING_IDS, MISSING_IDS
+    from qcdoctor.engine.intake.questions import questions_for
+    from qcdoctor.engine.matching.rulebook import load_rules
+    from qcdoctor.vocabulary import FILE_MISSING_IDS, MISSING_IDS
     for missing in MISSING_IDS:
         assert (missing in FILE_MISSING_IDS) != bool(questions_for(missing)), missing
     for rule in load_rules():
@@ -405,7 +405,7 @@ def test_back_works_across_topics_and_from_menus_in_a_real_terminal(tmp_path):
     ({"LC_ALL": "", "LANG": "en_US"}, "en"), ({"LANG": "C.UTF-8"}, "zh"),
     ({"LANG": "POSIX"}, "zh"), ({"LANG": "de_DE.UTF-8"}, "en")])
 def test_language_default_follows_the_locale(environ, expected):
-    from qcdoctor.engine.locale_language import locale_language
+    from qcdoctor.engine.reports.locale_language import locale_language
     assert locale_language(environ) == expected
 
 
@@ -509,8 +509,8 @@ def test_a_dumb_terminal_gets_plain_line_prompts(tmp_path):
 
 
 def test_every_question_has_help_and_every_choice_a_meaning_in_both_languages():
-    from qcdoctor.engine.catalogues import question_topics
-    from qcdoctor.engine.questions import questions_for
+    from qcdoctor.catalogues import question_topics
+    from qcdoctor.engine.intake.questions import questions_for
     for topic in question_topics():
         ref = {"stage_result": "stage_result:qat", "qa_comparison": "qa_comparison:qa"}.get(topic, topic)
         for question in questions_for(ref):
@@ -521,7 +521,7 @@ def test_every_question_has_help_and_every_choice_a_meaning_in_both_languages():
 
 
 def test_wrapping_keeps_words_whole_and_counts_wide_characters():
-    from qcdoctor.engine.termtext import display_width, wrap
+    from qcdoctor.engine.reports.termtext import display_width, wrap
     lines = wrap("  The stage is read off the step from the last normal to the first abnormal "
                  "stage", 30)
     assert lines[0] == "  The stage is read off the" and all(len(x) <= 30 for x in lines)
@@ -540,7 +540,7 @@ def test_wrapping_keeps_words_whole_and_counts_wide_characters():
     ("qat.export.pt 0.44, qat.pt 0.45", {"qat_export": 0.44, "qat": 0.45}, None),
     ("board worse than qat", {}, None)])
 def test_symptom_numbers_become_stage_defaults(symptom, stages, metric):
-    from qcdoctor.engine.symptom_hints import stage_hints
+    from qcdoctor.engine.intake.symptom_hints import stage_hints
     assert stage_hints(symptom) == (stages, metric)
 
 

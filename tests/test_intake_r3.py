@@ -12,10 +12,10 @@ from pathlib import Path
 import yaml
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.intake import Intake
-from qcdoctor.engine.prompts import LinePrompter, Reply, default_text
-from qcdoctor.engine.triage import triage_case
-from qcdoctor.engine.wording import labels
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.intake.prompts import LinePrompter, Reply, default_text
+from qcdoctor.engine.intake.session import Intake
+from qcdoctor.wording import labels
 
 # ImageNet values written for x / 255, as hbdk4's own examples write them
 SCRIPT_MEAN, SCRIPT_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]

@@ -8,7 +8,7 @@ import re
 
 import pexpect
 
-from qcdoctor.engine.termtext import display_width
+from qcdoctor.engine.reports.termtext import display_width
 
 from .test_intake import DOWN, ENTER, SPACE, answer_menu, answer_text, case_of, spawn
 

@@ -18,9 +18,9 @@ import yaml
 
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.qa_writers import psql
-from qcdoctor.engine.rulebook import load_rules
-from qcdoctor.engine.triage import triage_case
-from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.matching.rulebook import load_rules
+from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES
 from tests.paths import SHARED, TESTS
 
 from .qa.writers import layer, write_compare

@@ -1,4 +1,4 @@
-"""One policy for what case text may show, in every output (engine/safe_text.py): control
+"""One policy for what case text may show, in every output (common/safe_text.py): control
 characters, DEL and bidi controls never reach a terminal, a report or an error message
 raw; lone surrogates (names that are not UTF-8) are shown escaped, never crash a plot;
 output never fails on the locale's encoding; a terminal width is always a sane one.
@@ -20,15 +20,15 @@ from pathlib import Path
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.examples import example_path
-from qcdoctor.engine.junit import render_junit
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.safe_text import json_text, one_line, visible
-from qcdoctor.engine.sarif import render_sarif
-from qcdoctor.engine.terminal_report import render_terminal
-from qcdoctor.engine.termtext import MAX_WIDTH, MIN_WIDTH, clamp_width, terminal_width
-from qcdoctor.engine.triage import triage_case, triage_path
+from qcdoctor.engine.commands.examples import example_path
+from qcdoctor.engine.diagnosis.triage import triage_case, triage_path
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.engine.reports.junit import render_junit
+from qcdoctor.engine.reports.sarif import render_sarif
+from qcdoctor.engine.reports.terminal import render_terminal
+from qcdoctor.engine.reports.termtext import MAX_WIDTH, MIN_WIDTH, clamp_width, terminal_width
+from qcdoctor.errors import QcdoctorError
+from qcdoctor.safe_text import json_text, one_line, visible
 
 # every kind of character the policy hides: C0 (NUL, BEL, ESC, CR), DEL, C1 (NEL, CSI)
 # and the bidi controls (ALM, LRM, RLM, LRE..RLO, LRI..PDI)
@@ -342,7 +342,7 @@ def test_columns_on_a_terminal(columns):
 
 
 def test_the_progress_line_shows_file_names_without_their_controls():
-    from qcdoctor.engine.progress import Progress
+    from qcdoctor.engine.commands.progress import Progress
 
     class Terminal(io.StringIO):
         def isatty(self):

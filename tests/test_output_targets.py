@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.examples import example_path
+from qcdoctor.engine.commands.examples import example_path
+from qcdoctor.errors import QcdoctorError
 
 EXAMPLE = ("--example", "wide_gap", "--lang", "en")
 
@@ -219,7 +219,7 @@ def test_a_full_device_is_a_clear_error(tmp_path):
     (errno.EACCES, "permission denied"), (errno.EPERM, "not permitted")])
 def test_a_failed_write_names_the_file_and_keeps_the_earlier_one(tmp_path, monkeypatch,
                                                                  code, words):
-    from qcdoctor.engine import output_file
+    from qcdoctor.engine.commands import output_file
     target = tmp_path / "report.md"
     target.write_text("earlier", encoding="utf-8")
     real_fdopen = os.fdopen
@@ -260,7 +260,7 @@ def test_a_bundle_goes_to_stdout_with_its_messages_on_stderr(tmp_path):
 
 def test_atomic_writes_never_replace_a_special_file(tmp_path):
     """The writer under case.yaml and the caches: a FIFO (or device) at the path stays."""
-    from qcdoctor.engine.atomic import write_text_atomic
+    from qcdoctor.atomic import write_text_atomic
     fifo = tmp_path / "case.yaml"
     os.mkfifo(fifo, 0o600)
     with pytest.raises(OSError, match="never replaced"):

@@ -126,17 +126,19 @@ FORBIDDEN = {
     "qcdoctor": ("qcdoctor.engine", "qcdoctor.collectors", "qcdoctor.probe"),
     "qcdoctor.collectors": ("qcdoctor.engine", "qcdoctor.probe"),
     "qcdoctor.engine.matching": ("qcdoctor.engine.diagnosis", "qcdoctor.engine.reports",
-                                 "qcdoctor.engine.intake", "qcdoctor.engine.commands"),
-    "qcdoctor.engine.diagnosis": ("qcdoctor.engine.intake", "qcdoctor.engine.commands"),
-    "qcdoctor.engine.reports": ("qcdoctor.engine.intake", "qcdoctor.engine.commands"),
-    "qcdoctor.engine.intake": ("qcdoctor.engine.commands",),
+                                 "qcdoctor.engine.intake.session", "qcdoctor.engine.commands"),
+    "qcdoctor.engine.diagnosis": ("qcdoctor.engine.intake.session", "qcdoctor.engine.commands"),
+    "qcdoctor.engine.reports": ("qcdoctor.engine.intake.session", "qcdoctor.engine.commands"),
+    "qcdoctor.engine.intake.session": ("qcdoctor.engine.commands",),
     "qcdoctor.probe": ("qcdoctor.engine.commands",),
 }
 
 
 @pytest.mark.parametrize("floor", sorted(FORBIDDEN))
 def test_a_floor_imports_nothing_above_it(floor):
-    wrong = [(m, t) for m, targets in imports().items() if _floor(m) == floor
+    # ``python -m qcdoctor`` starts the command line: the one way down the floors
+    wrong = [(m, t) for m, targets in imports().items()
+             if _floor(m) == floor and m != "qcdoctor.__main__"
              for t, _ in targets if t.startswith(FORBIDDEN[floor])
              and (t + ".").startswith(tuple(f + "." for f in FORBIDDEN[floor]))]
     assert not wrong, wrong

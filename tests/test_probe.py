@@ -14,9 +14,9 @@ from torch import nn  # noqa: E402
 from qcdoctor.collectors.case_file import load_case  # noqa: E402
 from qcdoctor.collectors.compare_layers import load_compare  # noqa: E402
 from qcdoctor.collectors.sensitivity import load_sensitivity  # noqa: E402
-from qcdoctor.engine.errors import QcdoctorError  # noqa: E402
-from qcdoctor.engine.outputs import render  # noqa: E402
-from qcdoctor.engine.triage import triage_case  # noqa: E402
+from qcdoctor.engine.diagnosis.triage import triage_case  # noqa: E402
+from qcdoctor.engine.reports.formats import render  # noqa: E402
+from qcdoctor.errors import QcdoctorError  # noqa: E402
 from qcdoctor.probe import ProbeWarning, Quantizer, compare_models  # noqa: E402
 from qcdoctor.probe.stats import PAIR_METRICS, flatten_output, pair_stats  # noqa: E402
 
@@ -313,7 +313,7 @@ def test_a_hostile_manifest_meets_the_case_file_limits(tmp_path):
                 and f["file"] == "qa_probe/probe_run.yaml"]
     assert problems and "alias" in problems[0]["problem"].lower()
     assert folder["known_from"] == "content"
-    from qcdoctor.engine.errors import QcdoctorError
+    from qcdoctor.errors import QcdoctorError
     from qcdoctor.probe.compare import _check_out_dir
     with pytest.raises(QcdoctorError, match="did not write"):
         _check_out_dir(case / "qa_probe")
@@ -347,7 +347,7 @@ def _cli_case(tmp_path, monkeypatch, name):
 
 
 def test_cli_probe_writes_the_folder(tmp_path, monkeypatch, capsys):
-    from qcdoctor.engine.cli import main
+    from qcdoctor.engine.commands.cli import main
     _cli_case(tmp_path, monkeypatch, "cli_models_ok")
     code = main(["probe", "--baseline", "cli_models_ok:build", "--analysis",
                  "cli_models_ok:build_rounded", "--inputs", "in.pt", "--out", "qa_probe",
@@ -369,7 +369,7 @@ def test_cli_probe_writes_the_folder(tmp_path, monkeypatch, capsys):
     (["--inputs", "bad.pt"], "cannot load the inputs"),
 ])
 def test_cli_probe_bad_input_is_one_clear_error(tmp_path, monkeypatch, capsys, args, message):
-    from qcdoctor.engine.cli import main
+    from qcdoctor.engine.commands.cli import main
     _cli_case(tmp_path, monkeypatch, "cli_models_bad")
     torch.save({"model": nn.Linear(1, 1)}, tmp_path / "bad.pt")      # needs full unpickling
     given = {"--baseline": "cli_models_bad:build", "--analysis": "cli_models_bad:build",

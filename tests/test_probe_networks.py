@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("pytorchcv")
 
 from qcdoctor.collectors.case_file import load_case  # noqa: E402
-from qcdoctor.engine.triage import triage_case  # noqa: E402
+from qcdoctor.engine.diagnosis.triage import triage_case  # noqa: E402
 from qcdoctor.probe import compare_models  # noqa: E402
 
 from .probe_nets import (  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 from qcdoctor.collectors.advisor import classify
 from qcdoctor.collectors.case_facts import collect_facts
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.diagnosis.triage import triage_case
 from tests.paths import TESTS
 
 from .qa.scenarios import SCENARIOS, build, case_yaml, cliff_rows
@@ -121,7 +121,7 @@ def test_next_actions_name_the_real_ops(tmp_path):
 def test_report_sections_show_the_qa_summary(tmp_path):
     folder = build("truncation", tmp_path)
     report = triage(folder, lang="zh")
-    from qcdoctor.engine.outputs import render
+    from qcdoctor.engine.reports.formats import render
     md = render(report, "md")
     key = md[md.index("## 关键发现"):md.index("## 下一步建议")]
     assert "误差起点 `head.reciprocal`" in key and "误差来源：截断" in key

@@ -21,11 +21,11 @@ from qcdoctor.collectors.reasons import (
     reason,
     with_fix,
 )
-from qcdoctor.engine.bundled import load_yaml
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.examples import example_path
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.commands.examples import example_path
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.errors import QcdoctorError
+from qcdoctor.package_data import load_yaml
 
 from .test_report_language import english_left
 

@@ -18,12 +18,12 @@ import re
 
 import pytest
 
-from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.markdown import render_markdown
-from qcdoctor.engine.rulebook import load_rules
-from qcdoctor.engine.triage import triage_path
-from qcdoctor.engine.vocabulary import stage_label
-from qcdoctor.engine.wording import labels
+from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.engine.diagnosis.triage import triage_path
+from qcdoctor.engine.matching.rulebook import load_rules
+from qcdoctor.engine.reports.markdown import render_markdown
+from qcdoctor.vocabulary import stage_label
+from qcdoctor.wording import labels
 
 from .conftest import triage_dict
 from .qa.scenarios import SCENARIOS, build

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from qcdoctor.catalogues import checklist_items
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.catalogues import checklist_items
-from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.rulebook import load_rules
-from qcdoctor.engine.triage import triage_case
-from qcdoctor.engine.wording import id_words, labels
+from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.matching.rulebook import load_rules
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.wording import id_words, labels
 
 from .conftest import triage_dict
 from .deploy.scripts import MISTAKES

@@ -11,9 +11,9 @@ import pytest
 
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.series import BUCKETS, kept_positions
-from qcdoctor.engine.examples import example_path
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.commands.examples import example_path
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.reports.formats import render
 
 from .qa.writers import layer, write_compare
 from .test_dumps import RNG, _dump_case
@@ -119,15 +119,15 @@ def test_dump_series_per_output_and_their_plot(tmp_path):
     page = render(report, "html")
     assert 'id="plot-dumps-0"' in page and "dump 对比：hbm (x86) 对比 板端" in page
     # an audit page shows the checklist matrix alone, so nothing else is drawn for it
-    from qcdoctor.engine.html_report import render_html
+    from qcdoctor.engine.reports.html import render_html
     audit = render_html(triage_case(load_case(case), lang="zh", environ={}, installed={},
                                     cwd=case, full_checklist=True), audit=True)
     assert re.findall(r'<figure class="plot" id="([^"]+)"', audit) == ["plot-audit"]
 
 
 def test_plot_text_is_literal_never_mathtext_nor_markup():
-    from qcdoctor.engine.plots import layer_curve
-    from qcdoctor.engine.wording import labels
+    from qcdoctor.engine.reports.plots import layer_curve
+    from qcdoctor.wording import labels
     names = ["a$\\frac{1}{0}$b", "<tspan>x</tspan>&amp;"]
     points = [{"row": i, "name": n, "op_type": "", "dtype": "", "cosine": c, "atol": 0.1,
                "qscale_diff": None, "base_min": None, "base_max": None, "analy_min": None,

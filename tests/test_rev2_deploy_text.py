@@ -14,13 +14,13 @@ import yaml
 
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.environment import THIS_MACHINE
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.diagnose import rolled_up
-from qcdoctor.engine.intake import Intake
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.prompts import ScriptedPrompter
-from qcdoctor.engine.rulebook import rule_by_id
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.diagnosis.diagnose import rolled_up
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.intake.prompts import ScriptedPrompter
+from qcdoctor.engine.intake.session import Intake
+from qcdoctor.engine.matching.rulebook import rule_by_id
+from qcdoctor.engine.reports.formats import render
 
 from .conftest import triage_dict
 from .deploy.scripts import MISTAKES

@@ -15,10 +15,10 @@ import yaml
 
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.metric_direction import metric_direction
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
-from qcdoctor.engine.vocabulary import COST_CLASSES
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.errors import QcdoctorError
+from qcdoctor.vocabulary import COST_CLASSES
 
 from .conftest import triage_dict
 from .qa.scenarios import build

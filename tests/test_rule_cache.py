@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from qcdoctor.engine import cache_files, rule_cache
-from qcdoctor.engine.rulebook import load_rules_from
+from qcdoctor import cache_files
+from qcdoctor.engine.matching import rule_cache
+from qcdoctor.engine.matching.rulebook import load_rules_from
 
 
 @pytest.fixture
@@ -83,7 +84,7 @@ def test_a_change_the_stamps_miss_is_caught_while_it_is_recent(rules_copy, monke
 
 
 def test_a_settled_cache_opens_no_rule_file(rules_copy, monkeypatch):
-    from qcdoctor.engine import rulebook
+    from qcdoctor.engine.matching import rulebook
     expected = load_rules_from(rules_copy, cached=False)
     monkeypatch.setattr(rule_cache, "SETTLED_NS", 10**18)     # everything is recent
     load_rules_from(rules_copy)
@@ -161,7 +162,7 @@ def test_a_zipped_install_loads_its_rules_and_caches_them_by_content(tmp_path):
                 if path.is_file() and "__pycache__" not in path.parts:
                     out.write(path, "/".join([*name.split("."), *path.relative_to(folder).parts]))
     script = ("import sys; sys.path[:0] = sys.argv[1:3]\n"
-              "from qcdoctor.engine import rulebook\n"
+              "from qcdoctor.engine.matching import rulebook\n"
               "assert '.zip' in rulebook.__file__, rulebook.__file__\n"
               "print(len(rulebook.load_rules()))\n")
     env = {**os.environ, "QCDOCTOR_CACHE_DIR": str(tmp_path / "cache")}

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from qcdoctor.engine.fact_types import normalise
-from qcdoctor.engine.patterns import oracle_bindings
-from qcdoctor.engine.rulebook import load_rules
+from qcdoctor.engine.matching.patterns import oracle_bindings
+from qcdoctor.engine.matching.rulebook import load_rules
+from qcdoctor.fact_types import normalise
 
 from .conftest import single_rule_runner
 

@@ -13,12 +13,12 @@ import yaml
 
 from qcdoctor import __version__
 from qcdoctor.collectors.case_file import parse_case
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.report_schema import check_report
-from qcdoctor.engine.schemas import case_schema, report_schema
-from qcdoctor.engine.triage import triage_path
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.engine.diagnosis.triage import triage_path
+from qcdoctor.engine.reports.json_schemas import case_schema, report_schema
+from qcdoctor.engine.reports.schema import check_report
+from qcdoctor.errors import QcdoctorError
 from tests.paths import TESTS
 
 GOLDEN = TESTS / "golden"

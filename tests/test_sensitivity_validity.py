@@ -18,9 +18,9 @@ from qcdoctor.collectors.sensitivity import (
     tail_size,
 )
 from qcdoctor.collectors.thresholds import DEFAULT
-from qcdoctor.engine.fact_types import STAGES
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.fact_types import STAGES
 
 from .qa.scenarios import CONV, LUT, case_yaml, cliff_rows, gradual_rows
 from .qa.writers import write_compare, write_sensitivity

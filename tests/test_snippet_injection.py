@@ -15,9 +15,9 @@ from importlib import resources
 
 import pytest
 
-from qcdoctor.engine.fact_types import STAGES
-from qcdoctor.engine.snippets import comment, identifier, python_literal, render_snippet
-from qcdoctor.engine.triage import case_context
+from qcdoctor.engine.diagnosis.snippets import comment, identifier, python_literal, render_snippet
+from qcdoctor.engine.diagnosis.triage import case_context
+from qcdoctor.fact_types import STAGES
 
 from .conftest import case_from
 

@@ -24,11 +24,8 @@ from importlib import resources
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.derived import fill
-from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.fact_types import STAGES, normalise
-from qcdoctor.engine.patterns import oracle_bindings
-from qcdoctor.engine.snippets import (
+from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.engine.diagnosis.snippets import (
     _environment,
     catalogue,
     comment,
@@ -37,9 +34,12 @@ from qcdoctor.engine.snippets import (
     render_snippet,
     translator,
 )
-from qcdoctor.engine.templating import _load
-from qcdoctor.engine.triage import triage_case
-from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.matching.derived import fill
+from qcdoctor.engine.matching.patterns import oracle_bindings
+from qcdoctor.fact_types import STAGES, normalise
+from qcdoctor.templating import _load
+from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES
 
 from .test_report_language import ALLOWED
 from .test_snippet_injection import HOSTILE, _names
@@ -48,7 +48,7 @@ from .test_snippets_compile import AWKWARD, CONTEXTS, _snippet_rules
 
 def _variants() -> list[tuple[str, dict]]:
     """Every branch of every template, with no rule involved (their output is fixed by
-    the templates and engine/snippets.py alone)."""
+    the templates and engine/diagnosis/snippets.py alone)."""
     variants = [("evaluate_stage", {"stage_to_evaluate": s}) for s in (*STAGES, "nowhere")]
     for kind, (baseline, analysis) in ANALYSIS_TYPE_STAGES.items():
         for b, a in sorted({(baseline, analysis), ("qat_export", "quantized_bc"),
@@ -341,7 +341,7 @@ def test_english_code_is_unchanged():
     assert _english_digests() == ENGLISH_DIGESTS
 
 
-_RENDER_BOTH = ("import sys\nfrom qcdoctor.engine.snippets import render_snippet\n"
+_RENDER_BOTH = ("import sys\nfrom qcdoctor.engine.diagnosis.snippets import render_snippet\n"
                 "action = {'analysis_model_type': 'convert', 'baseline': 'qat_bc',"
                 " 'analysis': 'quantized_bc'}\n"
                 "for lang in sys.argv[1:]:\n"

@@ -10,14 +10,14 @@ import itertools
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.derived import fill
-from qcdoctor.engine.examples import example_names, example_path
-from qcdoctor.engine.fact_types import STAGES, normalise
-from qcdoctor.engine.patterns import oracle_bindings
-from qcdoctor.engine.rulebook import load_rules
-from qcdoctor.engine.snippets import render_snippet
-from qcdoctor.engine.triage import triage_case
-from qcdoctor.engine.vocabulary import ANALYSIS_TYPE_STAGES
+from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.engine.diagnosis.snippets import render_snippet
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.matching.derived import fill
+from qcdoctor.engine.matching.patterns import oracle_bindings
+from qcdoctor.engine.matching.rulebook import load_rules
+from qcdoctor.fact_types import STAGES, normalise
+from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES
 
 # names a user or a QuantAnalysis file can give: quotes, backslashes, spaces, non-ASCII
 AWKWARD = 'head."cls"\\branch 层\n# x'

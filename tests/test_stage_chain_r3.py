@@ -16,14 +16,14 @@ import yaml
 
 from qcdoctor.collectors.metric_direction import metric_direction
 from qcdoctor.collectors.stages import ADJACENT_STEPS, UNSPLIT_STEPS
-from qcdoctor.engine.derived import conclusion_fact
-from qcdoctor.engine.fact_types import normalise
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.patterns import oracle_bindings
-from qcdoctor.engine.rulebook import load_rules
-from qcdoctor.engine.runner import Hit
-from qcdoctor.engine.terminal_report import render_terminal
-from qcdoctor.engine.triage import triage_path
+from qcdoctor.engine.diagnosis.triage import triage_path
+from qcdoctor.engine.matching.derived import conclusion_fact
+from qcdoctor.engine.matching.patterns import oracle_bindings
+from qcdoctor.engine.matching.rulebook import load_rules
+from qcdoctor.engine.matching.runner import Hit
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.engine.reports.terminal import render_terminal
+from qcdoctor.fact_types import normalise
 
 from .qa.scenarios import build
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from qcdoctor.collectors.case_facts import collect_facts
-from qcdoctor.engine.fact_types import STAGES
+from qcdoctor.fact_types import STAGES
 
 from .conftest import case_from, triage_dict
 

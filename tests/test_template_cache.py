@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from qcdoctor.engine import cache_files
+from qcdoctor import cache_files
 
-_RENDER = ("import sys\nfrom qcdoctor.engine.examples import example_path\n"
-           "from qcdoctor.engine.outputs import render\n"
-           "from qcdoctor.engine.triage import triage_path\n"
+_RENDER = ("import sys\nfrom qcdoctor.engine.commands.examples import example_path\n"
+           "from qcdoctor.engine.reports.formats import render\n"
+           "from qcdoctor.engine.diagnosis.triage import triage_path\n"
            "with example_path('convert_j6e_no_retrain') as p:\n"
            "    r = triage_path(p, lang='en', environ={}, installed={}, display_path='x')\n"
            "sys.stdout.write(render(r, 'md'))\n")

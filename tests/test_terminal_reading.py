@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from qcdoctor.engine.termtext import wrap
+from qcdoctor.engine.reports.termtext import wrap
 
 from .terminal import shows, wrapped
 

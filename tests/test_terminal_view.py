@@ -11,11 +11,11 @@ import pexpect
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.examples import example_path
-from qcdoctor.engine.outputs import render
-from qcdoctor.engine.terminal_report import render_terminal
-from qcdoctor.engine.triage import triage_case
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.commands.examples import example_path
+from qcdoctor.engine.diagnosis.triage import triage_case
+from qcdoctor.engine.reports.formats import render
+from qcdoctor.engine.reports.terminal import render_terminal
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 COLUMNS = 90
@@ -31,7 +31,7 @@ def _on_a_terminal(*args: str, env: dict | None = None) -> str:
     """What `qcdoctor ARGS` prints on a 90-column terminal."""
     environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     environ.update(env or {}, COLUMNS=str(COLUMNS), LINES="40", TERM="xterm")
-    child = pexpect.spawn(sys.executable, ["-c", "import sys; from qcdoctor.engine.cli import "
+    child = pexpect.spawn(sys.executable, ["-c", "import sys; from qcdoctor.engine.commands.cli import "
                                            "main; sys.exit(main(sys.argv[1:]))", *args],
                           env=environ, dimensions=(40, COLUMNS), encoding="utf-8", timeout=120)
     out = child.read()
@@ -66,7 +66,7 @@ def test_format_md_on_a_terminal_is_todays_markdown():
 def test_a_pipe_gets_plain_markdown_unless_colour_is_forced(capsys):
     assert main(["triage", "--example", "convert_j6p", "--lang", "en"]) == 0   # not a terminal
     assert capsys.readouterr().out == render(_report("convert_j6p"), "md")
-    code = ("import sys; from qcdoctor.engine.cli import main; "
+    code = ("import sys; from qcdoctor.engine.commands.cli import main; "
             "sys.exit(main(['triage', '--example', 'convert_j6p', '--lang', 'en']))")
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     for extra, colour in (({"FORCE_COLOR": "1"}, True), ({"FORCE_COLOR": "0"}, False)):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from qcdoctor.engine.cli import main
-from qcdoctor.engine.examples import example_path
+from qcdoctor.engine.commands.cli import main
+from qcdoctor.engine.commands.examples import example_path
 
 
 @pytest.fixture

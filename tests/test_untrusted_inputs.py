@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from qcdoctor.engine.examples import example_path
+from qcdoctor.engine.commands.examples import example_path
 
 CASE_HEAD = "schema: qcdoctor/case-v1\n"
 MiB = 1 << 20
@@ -374,7 +374,7 @@ def report_file(tmp_path_factory) -> Path:
 
 
 def _diff_error(tmp_path: Path, report_file: Path, text: str, capsys) -> str:
-    from qcdoctor.engine.cli import main
+    from qcdoctor.engine.commands.cli import main
     side = tmp_path / "old.json"
     side.write_text(text, encoding="utf-8")
     capsys.readouterr()

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from qcdoctor.collectors import yaml_schema
 from qcdoctor.collectors.yaml_schema import BoundedLoader, load_plain
-from qcdoctor.engine.errors import QcdoctorError
-from qcdoctor.engine.examples import example_names, example_path
+from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.errors import QcdoctorError
 
 pytestmark = pytest.mark.skipif(yaml_schema._FAST_LOADER is None,
                                 reason="PyYAML without libyaml has only the reference loader")

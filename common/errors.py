@@ -1,0 +1,65 @@
+"""Errors that reach the user as one clear message (file, place, problem, fix)."""
+
+from __future__ import annotations
+
+# the command's exit codes: clean, a finding at or above --fail-on, an error
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+# a bad value can be megabytes long: a message shows its start and end, never all of it
+MAX_PART = 300
+
+
+def shorten(text: str, limit: int = MAX_PART) -> str:
+    """``text`` cut in the middle to about ``limit`` characters, saying how much was left out."""
+    if isinstance(text, str) and len(text) <= limit:
+        return text                     # as given: a reader's reason keeps its Chinese
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    return f"{text[:head]} … [{len(text) - head - tail} characters left out] … {text[-tail:]}"
+
+
+class QcdoctorError(Exception):
+    """Bad input or usage: printed without a traceback, exit code 2."""
+
+    def __init__(self, problem: str, *, file: str | None = None, line: int | None = None,
+                 key: str | None = None, fix: str | None = None):
+        self.problem = shorten(problem)
+        self.file = shorten(file) if file else file
+        self.line = line
+        self.key = shorten(key) if key else key
+        self.fix = shorten(fix) if fix else fix
+        super().__init__(self.render())
+
+    def inside_bundle(self, folder, bundle) -> QcdoctorError:
+        """This error with a file extracted from ``bundle`` into ``folder`` (gone once the
+        run ends) named as the member of the bundle the user has: 'b.tar.gz: case/x:3'."""
+        import os
+        root = os.path.dirname(os.path.abspath(folder))
+        if self.file and os.path.abspath(self.file).startswith(root + os.sep):
+            member = os.path.relpath(os.path.abspath(self.file), root).replace(os.sep, "/")
+            if self.line:
+                member += f":{self.line}"
+            self.file, self.line = f"{bundle}: {member}", None
+            self.args = (self.render(),)
+        return self
+
+    def render(self) -> str:
+        """The message as shown: every part made visible (a key of case.yaml may hold an
+        ESC sequence; common/safe_text.py), the file and key on their line."""
+        from qcdoctor.safe_text import visible
+        where = ""
+        if self.file:
+            where = visible(self.file, lines=False)
+            if self.line:
+                where += f":{self.line}"
+            where += ": "
+        key = f"'{visible(self.key, lines=False)}': " if self.key else ""
+        text = f"{where}{key}{visible(self.problem)}"
+        if self.fix:
+            text += f"\n  fix: {visible(self.fix)}"
+        return text
+
+
+class RuleError(QcdoctorError):
+    """A rule file does not follow the rule format (a packaging or authoring bug)."""

@@ -1,0 +1,354 @@
+"""The fact vocabulary: every fact type the collectors emit and the rules may read.
+
+Facts are flat dicts of scalars. Every fact sent to the engine carries every field of
+its type (no None): durable_rules compares JSON loosely (``"abc" > 10`` is true,
+``true == 1`` matches), so both facts and rule operands are type-checked against
+this table before they reach it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+STAGES = ("float", "calib", "qat", "qat_export", "qat_bc", "quantized_bc",
+          "nv12_bc", "qdq_removed_bc", "hbm_x86", "board")
+CONCLUSION_STAGES = ("calibration", "qat_training", "pre_export", "export", "convert",
+                     "nv12_insertion", "qdq_removal", "compile", "user_side", "none",
+                     "undetermined")
+STATUSES = ("normal", "abnormal", "unknown")
+TRISTATE = ("yes", "no", "unknown")
+ANALYSIS_TYPES = ("fake_quant", "pre_export", "export", "convert", "quantized", "hbir",
+                  "pt_lut")
+EVIDENCE_KINDS = ("dataset_eval", "reproducible_badcase", "multi_frame_visual", "single_frame")
+CHIPS = ("J6E", "J6M", "J6P", "J6H", "J6B", "S100", "S100P", "S600", "unknown")
+MARCHES = ("nash-e", "nash-m", "nash-p", "nash-h", "nash-b", "nash-b-lite", "nash-b-plus",
+           "nash-starry-p", "bayes", "bernoulli2", "unknown")
+PACKAGES = ("horizon-plugin-pytorch", "horizon-plugin-profiler", "hbdk4-compiler")
+USER_CHECKS = ("same_checkpoint", "same_qconfig", "same_march", "same_prepost")
+CHECKLIST_STATUSES = ("pass", "fail", "unknown", "not_applicable")
+# knowledge.md §10: the five mandatory items, then the compile-configuration checks
+CHECKLIST_ITEMS = ("input_preprocessing", "layout", "input_scale", "pre_post_nodes", "padding",
+                   "march_consistency", "insert_before_convert", "qdq_after_convert",
+                   "qdq_io_types", "preprocess_mode", "nv12_even_size", "input_type_pair",
+                   "input_source", "core_num")
+QA_TYPES = ("fake_quant", "pre_export", "export", "convert")
+ADVISOR_KINDS = ("asymmetric_input", "large_input_range", "output_not_high_precision",
+                 "range_too_large_int8", "range_too_large_any", "scale_not_cover", "inf_nan",
+                 "other")
+MODEL_CHECK_KINDS = ("unfused", "called_zero", "shared", "dequant_low_precision",
+                     "averaging_constant", "float_input", "abnormal_compute")
+
+
+@dataclass(frozen=True)
+class Field:
+    kind: str                       # str | int | float | bool
+    choices: tuple | None = None    # allowed values (str fields)
+    default: object = None
+
+    def check(self, value) -> str | None:
+        """Return why ``value`` does not fit, or None."""
+        if self.kind == "bool":
+            ok = isinstance(value, bool)
+        elif self.kind == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif self.kind == "float":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if ok and not math.isfinite(value):
+                return "must be a finite number (NaN/Inf are stated as booleans instead)"
+        else:
+            ok = isinstance(value, str)
+        if not ok:
+            return f"must be {self.kind}, got {type(value).__name__} {value!r}"
+        if self.choices is not None and value not in self.choices:
+            return f"must be one of {', '.join(map(str, self.choices))}; got {value!r}"
+        return None
+
+
+def _s(*choices, default="unknown"):
+    if choices and default not in choices:
+        default = choices[0]    # a default is always a legal value
+    return Field("str", tuple(choices) if choices else None, default)
+
+
+def _b(default=False):
+    return Field("bool", None, default)
+
+
+def _i(default=-1):
+    return Field("int", None, default)
+
+
+def _f(default=0.0):
+    return Field("float", None, default)
+
+
+FACT_TYPES: dict[str, dict[str, Field]] = {
+    # one per chain stage, unknown ones included, so rules can say "X is unknown"
+    "stage": {"stage": _s(*STAGES), "status": _s(*STATUSES), "metric": _s(default=""),
+              "value": _f(), "has_value": _b(), "reference": _s(default=""),
+              "derived": _b()},
+    # summary of the stage table; first_abnormal / last_normal are "" when none
+    "stage_summary": {"known": _i(0), "normal": _i(0), "abnormal": _i(0),
+                      "first_abnormal": _s(default=""), "last_normal": _s(default=""),
+                      "reference_missing": _b(), "board": _s(*STATUSES),
+                      # the first abnormal stage comes after the deployment adaptations (on
+                      # an adapted bc, the hbm or the board): knowledge.md §6 rev 2
+                      "deployment_side": _b(),
+                      # knowledge.md §5 rev 2: what to evaluate when nothing is abnormal yet
+                      "next_unknown": _s(*STAGES, "", default="")},
+    # the drop: last normal stage L -> first abnormal stage A
+    "transition": {"from": _s(*STAGES), "to": _s(*STAGES), "gap": _i(0),
+                   "skipped": _s(*STAGES, "", default=""),
+                   "bisect": _s(*STAGES, "", default="")},
+    "non_monotonic": {"abnormal": _s(*STAGES), "normal": _s(*STAGES)},
+    # from qat on, a stage better than the evaluated stage before it beyond the tolerance
+    "stage_rise": {"before": _s(*STAGES), "after": _s(*STAGES), "gain": _f(), "limit": _f()},
+    # calib abnormal while qat is normal: QAT recovered the calibration loss
+    "calib_recovered": {},
+    # §16 R3.3: a later step, from the first abnormal stage on, that loses more than the
+    # tolerance against the evaluated stage before it; stage/suspect name the step as the
+    # stage table of knowledge.md §5 does
+    "further_drop": {"from": _s(*STAGES), "to": _s(*STAGES), "gap": _i(0),
+                     "skipped": _s(*STAGES, "", default=""),
+                     "bisect": _s(*STAGES, "", default=""), "drop": _f(), "limit": _f(),
+                     "stage": _s(*CONCLUSION_STAGES), "suspect": _s(default="")},
+    # §16 R3.1: a metric whose name gives no direction, read both ways; what each reading
+    # concludes and whether they agree
+    "direction_readings": {"metric": _s(default=""), "agree": _b(),
+                           "higher_stage": _s(*CONCLUSION_STAGES),
+                           "higher_suspect": _s(default=""),
+                           "lower_stage": _s(*CONCLUSION_STAGES),
+                           "lower_suspect": _s(default="")},
+    # §16 R3.2: values of one metric on two scales (percent vs fraction); high/low are the
+    # first stage of each scale, *_stages all of them with their values
+    "metric_scale": {"metric": _s(default=""), "kind": _s("fraction", "ratio"),
+                     "high": _s(*STAGES), "low": _s(*STAGES), "high_value": _f(),
+                     "low_value": _f(), "high_stages": _s(default=""),
+                     "low_stages": _s(default="")},
+    "evidence_summary": {"given": _b(), "sufficient": _b(), "single_frame_only": _b()},
+    "evidence": {"kind": _s(*EVIDENCE_KINDS)},
+    "case": {"symptom_given": _b(), "badcase": _s("available", "dataset_only", "none", "unknown"),
+             "retrain": _s(*TRISTATE), "fake_quant_state": _s("validation", "float", "unknown"),
+             "input_format_differs": _b(), "has_task_input": _b(), "deploy_given": _b(),
+             "postprocess_in_model": _s(*TRISTATE),
+             "language": _s("zh", "en", default="zh")},
+    "platform": {"chip": _s(*CHIPS), "march": _s(*MARCHES), "known": _b(),
+                 "strategy_chip": _b()},
+    "version": {"package": _s(*PACKAGES), "version": _s(default=""), "known": _b(),
+                "requirement": _s("hard", "recommended", "none", default="none"),
+                "minimum": _s(default=""), "meets": _s(*TRISTATE)},
+    "user_check": {"check": _s(*USER_CHECKS), "value": _s(*TRISTATE)},
+    "user_checks_summary": {"any_failed": _b(), "all_confirmed": _b()},
+    # levels in the current numbering; old 1 and 3 count as the level below them
+    "consistency_history": {"current": _i(), "highest_tried": _i(), "tried_0": _b(),
+                            "tried_1": _b(), "tried_2": _b(), "any": _b(),
+                            "numbering": _s("new", "old", default="new"),
+                            "old_levels": _s(default=""), "between": _b()},
+    "analysis_run": {"analysis_model_type": _s(*ANALYSIS_TYPES), "baseline": _s(*STAGES),
+                     "analysis": _s(*STAGES), "sensitivity": _b(), "separate_runs": _b(),
+                     "out_dir": _s(default=""), "mixes_torch_and_bc": _b(),
+                     # torch vs bc with differing input formats or a task list: two runs
+                     "needs_two_runs": _b()},
+    "analysis_summary": {"analysis_model_type": _s(*ANALYSIS_TYPES), "runs": _i(0),
+                         "with_sensitivity": _b()},
+    # §16 R3.4: an analyses_run entry whose out_dir holds no readable output; it counts as
+    # not run (no analysis_run fact). folders: every such out_dir, for one question
+    "analysis_absent": {"analysis_model_type": _s(*ANALYSIS_TYPES), "baseline": _s(*STAGES),
+                        "analysis": _s(*STAGES), "out_dir": _s(default=""),
+                        "problem": _s("folder_missing", "folder_outside", "folder_empty",
+                                      "tables_unreadable", "folder_not_read"),
+                        "folders": _s(default="")},
+    # --- QuantAnalysis outputs (collectors/quant_analysis.py); "analysis" is the folder
+    "qa_folder": {"analysis": _s(default=""), "comparison": _s("unknown", *QA_TYPES),
+                  "baseline": _s(*STAGES, "", default=""),
+                  "analysis_stage": _s(*STAGES, "", default=""),
+                  "known_from": _s("analyses_run", "probe", "content", "folder name", "unknown"),
+                  # which tool wrote the tables: the Horizon profiler or qcdoctor probe
+                  "origin": _s("profiler", "probe", default="profiler"),
+                  "has_compare": _b(), "has_sensitivity": _b(), "has_advisor": _b(),
+                  "has_badcase": _b(),
+                  # sensitivity tables present, or the probe's manifest says it ran one
+                  "sensitivity_ran": _b()},
+    "layer_table": {"analysis": _s(default=""), "rows": _i(0), "compared": _i(0),
+                    "mismatch_rows": _i(0), "layout": _s("16", "23", "upper", "other"),
+                    "partial": _b(), "abnormal": _b()},
+    # the per-layer curve (collectors/layer_curve.py, knowledge.md §16 R3.8): layer/row is
+    # the (first) source, or where accumulation starts (gradual); located: a source op is
+    # named; fired: what made the step stand out; drop: its Cosine step; qdiff: Atol at
+    # the row in quantization steps (qdiff_known), steps_before: the largest before it
+    "layer_origin": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
+                     "pattern": _s("cliff", "gradual", "accumulation_with_step",
+                                   "two_sources", "outlier"),
+                     "located": _b(), "fired": _s("cosine_drop", "dominant_step", "atol_jump",
+                                                  "none", default="none"),
+                     "op_type": _s(default=""),
+                     "dtype": _s(default=""), "qscale": _f(), "cosine": _f(), "atol": _f(),
+                     "drop": _f(), "qdiff": _f(), "qdiff_known": _b(), "steps_before": _f(),
+                     "loss_before": _f(), "typical_step": _f(), "largest_step": _f(),
+                     "largest_row": _i(0), "declining": _i(0), "loss": _f(), "sources": _i(0),
+                     "start_layer": _s(default=""), "start_row": _i(0),
+                     "second_layer": _s(default=""), "second_row": _i(0), "second_drop": _f(),
+                     "second_cosine": _f(), "region": _s(default=""),
+                     "base_min": _f(), "base_max": _f(),
+                     "analy_min": _f(), "analy_max": _f()},
+    # the kind of error at a source row (order 1: the origin, 2: the second source);
+    # numbers whose flag (dtype_known, range_known, range_placed, steps_known) is false
+    # are unknown, written 0 (knowledge.md §16 R3.9, R3.11)
+    "error_kind": {"analysis": _s(default=""), "layer": _s(default=""), "order": _i(1),
+                   "kind": _s("truncation", "rounding", "conversion", "lut", "unclear"),
+                   "range_ratio": _f(), "base_absmax": _f(), "scale_limit": _f(),
+                   "dtype": _s(default=""), "dtype_known": _b(), "range_known": _b(),
+                   "qscale": _f(), "qmin": _i(0), "qmax": _i(0), "zero_point": _f(),
+                   "zero_point_given": _b(), "range_placed": _b(), "range_low": _f(),
+                   "range_high": _f(), "range_width": _f(), "base_min": _f(), "base_max": _f(),
+                   "analy_min": _f(), "analy_max": _f(), "narrower": _b(), "clipped": _b(),
+                   "at_edge": _b(), "covered": _s(*TRISTATE), "room": _f(), "steps": _f(),
+                   "steps_known": _b(), "lut_op": _s(default="")},
+    "layer_worst": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
+                    "cosine": _f(), "atol": _f(), "is_origin": _b(), "has_origin": _b(),
+                    "origin_layer": _s(default=""), "origin_row": _i(0)},
+    "layer_graph_origin": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
+                           "cosine": _f(), "agrees": _b(), "origin_layer": _s(default=""),
+                           "origin_row": _i(0)},
+    "sensitivity_summary": {"analysis": _s(default=""), "output": _s(default=""),
+                            "metric": _s(default=""), "rows": _i(0), "top_op": _s(default=""),
+                            "top_kind": _s(default="activation"), "top_op_type": _s(default=""),
+                            "top_value": _f(), "dominance": _f(), "dominant": _b(), "flat": _b(),
+                            "tail_near_zero": _b(True), "lut_in_top": _b(),
+                            "lut_ops": _s(default=""), "top_ops": _s(default=""),
+                            # top / 5th value; the lowest tail_count values' mean / top
+                            "spread": _f(), "tail_count": _i(0), "tail_ratio": _f(),
+                            # knowledge.md §16 R3.10: measured against a fixed-point
+                            # baseline, the readings are not used (usable false)
+                            "baseline": _s(*STAGES, "", default=""),
+                            "baseline_quantized": _b(), "usable": _b(True),
+                            # read against compare_per_layer's clear origin (a cliff) of
+                            # the same model: "" when there is none
+                            "origin_layer": _s(default=""), "top_is_origin": _b(),
+                            "against_origin": _b(), "misses_origin": _b()},
+    "advisor_message": {"analysis": _s(default=""), "layer": _s(default=""),
+                        "kind": _s(*ADVISOR_KINDS), "op_type": _s(default=""),
+                        "message": _s(default="")},
+    "badcase_spread": {"analysis": _s(default=""), "metrics": _i(0), "distinct_indices": _i(0),
+                       "spread": _b()},
+    "weight_stat": {"analysis": _s(default=""), "module": _s(default=""), "min": _f(),
+                    "max": _f(), "dtype": _s(default="")},
+    "model_check": {"kind": _s(*MODEL_CHECK_KINDS), "count": _i(0), "modules": _s(default=""),
+                    "detail": _s(default="")},
+    "deploy_branch_hint": {"node": _s(default=""), "target": _s(default="")},
+    "graph_loaded": {"nodes": _i(0)},
+    "artifact_problem": {"file": _s(default=""), "problem": _s(default=""),
+                         "problem_zh": _s(default=""), "partial": _b()},
+    # --- deployment (collectors/deploy_facts.py, collectors/dumps.py)
+    "deploy_compare": {"item": _s(default=""), "check": _s(*CHECKLIST_ITEMS), "train": _s(default=""),
+                       "board": _s(default=""), "equal": _s(*TRISTATE)},
+    "march_check": {"convert": _s(default=""), "compile": _s(default=""),
+                    "platform": _s(default=""), "board": _s(default=""),
+                    "consistent": _s(*TRISTATE), "differing": _s(default="")},
+    "insert_call": {"name": _s(default=""), "line": _i(0), "before_convert": _s(*TRISTATE)},
+    "qdq_removal": {"line": _i(0), "after_convert": _s(*TRISTATE), "quantize": _s(*TRISTATE),
+                    "dequantize": _s(*TRISTATE)},
+    "preprocess_mode": {"mode": _s(default="unknown"), "train_color": _s(default="unknown")},
+    "layout_check": {"train_layout": _s(default="unknown"), "input_layout": _s(default="unknown"),
+                     "transpose": _s(*TRISTATE), "permutes_ok": _s(*TRISTATE),
+                     "permutes": _s(default=""), "known": _b()},
+    "deploy_script": {"read": _b(), "inserts": _b(), "removes_io": _b(), "converts": _b(),
+                      "compiles": _b()},
+    "nv12_size": {"height": _i(0), "width": _i(0), "known": _b(), "even": _b()},
+    # a row stride of the board's image input (deploy.board.stride / uv_stride), in bytes:
+    # aligned to 32 (knowledge.md §10); short: below the row it must hold (width bytes,
+    # known only with the width); aligned_stride: the nearest valid one (aligned, not short)
+    "stride": {"plane": _s("Y", "UV"), "stride": _i(0), "width": _i(0), "width_known": _b(),
+               "aligned": _b(), "short": _b(), "aligned_stride": _i(0)},
+    "input_types": {"index": _i(0), "train": _s(default="unknown"), "rt": _s(default="unknown"),
+                    "input_source": _s(default="unknown")},
+    "core_num": {"march": _s(default="unknown"), "core_num": _i(0)},
+    # the fake-quant state the compile/export script's last export runs in (knowledge.md §5
+    # user-side facts); case_state: case.yaml's fake_quant_state, which wins when given;
+    # agrees: whether the two say the same (unknown when case.yaml states none)
+    "export_state": {"state": _s("validation", "float", "qat", "calibration"),
+                     "case_state": _s("validation", "float", "unknown"),
+                     "agrees": _s(*TRISTATE), "set_line": _i(0), "export_line": _i(0),
+                     "export_call": _s("export", "pre_export")},
+    "dump_pair": {"left": _s(*STAGES, "", default=""), "right": _s(*STAGES, "", default=""),
+                  "outputs": _i(0), "compared": _i(0), "identical": _s(*TRISTATE),
+                  "consistent": _s(*TRISTATE), "worst_output": _s(default=""),
+                  "min_cosine": _f(), "max_abs": _f(), "shape_mismatch": _b()},
+    # a checklist result, fed back so stage rules can read failed items
+    # (rolled_up: a mandatory item's status comes from a worse finer check, knowledge §10)
+    "checklist": {"item": _s(*CHECKLIST_ITEMS), "status": _s(*CHECKLIST_STATUSES),
+                  "rolled_up": _b()},
+    # conclusion, derived from the stage rules' candidates before later rules run
+    "conclusion": {"stage": _s(*CONCLUSION_STAGES), "determined": _b(),
+                   "suspect": _s(default="")},
+}
+
+GATE_TYPE = "$gate"
+# fact types (nearly) every case has: collect_facts always emits the first nine, and the
+# last three follow from any stage result. The engine shards rules by the types they need
+# beyond these (a speed hint only: a rule whose types are missing simply does not fire).
+USUAL_TYPES = frozenset(("case", "consistency_history", "evidence_summary", "platform", "stage",
+                         "stage_summary", "user_check", "user_checks_summary", "version",
+                         "conclusion", "transition", "evidence"))
+# carried with a fact for the report, never sent to the engine; ``locations``: where it
+# was read, as data (common/source_locations.py), for SARIF
+PROVENANCE_KEYS = ("source", "locations", "note", "basis", "basis_drop", "basis_limit",
+                   "basis_decimals", "direction", "direction_from",
+                   # a stage after the first abnormal one against the evaluated stage before
+                   # it (knowledge.md §16 R3.3), for the stage table
+                   "step_from", "step_drop", "step_limit", "step_decimals")
+
+
+_SHADOWED = {k for schema in FACT_TYPES.values() for k in schema} & set(PROVENANCE_KEYS)
+assert not _SHADOWED, f"provenance keys shadow fact fields: {_SHADOWED}"
+
+
+def normalise(fact: dict) -> dict:
+    """Fill defaults and check every field; raise ValueError naming the field."""
+    ftype = fact.get("type")
+    plan = _PLANS.get(ftype)
+    if plan is None:
+        raise ValueError(f"unknown fact type {ftype!r}")
+    schema = FACT_TYPES[ftype]
+    if not schema.keys() >= fact.keys() - _NOT_FIELDS:
+        name = next(n for n in fact if n not in schema and n not in _NOT_FIELDS)
+        raise ValueError(f"fact type {ftype!r} has no field {name!r}; "
+                         f"fields: {', '.join(schema)}")
+    out = {"type": ftype}
+    for name, kind, choices, default in plan:
+        value = fact.get(name)
+        if value is None:
+            value = default
+        kind_of = type(value)
+        # the common exact types are checked inline; anything else takes the full check
+        if kind_of is str:
+            ok = kind == "str" and (choices is None or value in choices)
+        elif kind_of is float:
+            ok = kind == "float" and math.isfinite(value)
+        elif kind_of is int:
+            ok = kind == "int"
+            if kind == "float":
+                value, ok = float(value), True
+        else:
+            ok = kind_of is bool and kind == "bool"
+        if not ok:
+            value = _checked(ftype, name, FACT_TYPES[ftype][name], value)
+        out[name] = value
+    return out
+
+
+def _checked(ftype: str, name: str, spec: Field, value):
+    if spec.kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    problem = spec.check(value)
+    if problem:
+        raise ValueError(f"fact {ftype}.{name} {problem}")
+    return value
+
+
+_NOT_FIELDS = {"type", *PROVENANCE_KEYS}
+# per fact type: (field, kind, allowed values, default), in schema order
+_PLANS = {ftype: tuple((name, spec.kind, frozenset(spec.choices) if spec.choices else None,
+                        spec.default) for name, spec in schema.items())
+          for ftype, schema in FACT_TYPES.items()}

@@ -1,0 +1,39 @@
+"""The words of the reports, shared by every view and by the rule texts: labels.yaml,
+ids shown as their words, and sources (where a fact was read) in the report language."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from qcdoctor.package_data import load_yaml
+
+
+@lru_cache(maxsize=1)
+def labels() -> dict:
+    return load_yaml("qcdoctor.templates", "labels.yaml")
+
+
+# word tables of labels.yaml searched by id_words, in this order
+_WORD_TABLES = ("suspect", "value", "badcase", "evidence", "user_check", "compared")
+
+
+def id_words(value, lang: str) -> str:
+    """An id shown in prose: a checklist item's title, or its words in labels.yaml; else as is."""
+    from qcdoctor.catalogues import checklist_items
+    text = str(value)
+    item = checklist_items().get(text)
+    if item:
+        return item["title"][lang]
+    words = labels()[lang]["words"]
+    return next((words[t][text] for t in _WORD_TABLES if text in words[t]), text)
+
+
+def source_text(source: str, lang: str) -> str:
+    """Provenance in the report language: fixed English phrases translated, names kept."""
+    if lang != "zh" or not source:
+        return source
+    for phrase, words in labels()[lang]["sources"].items():
+        source = source.replace(phrase, words)
+    source = re.sub(r" row (\d+) \(line (\d+)\)", r" 数据第 \1 行（文件第 \2 行）", source)
+    return re.sub(r"(\S+) line (\d+)", r"\1 第 \2 行", source)

@@ -1,0 +1,210 @@
+"""What a batch leaves behind: DIR/<case>/report.<ext>, DIR/summary.json, DIR/index.html
+(with HTML), and the summary table on the terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections import Counter
+from pathlib import Path
+
+from qcdoctor.engine.commands.batch import CaseInput, CaseResult, worst_exit
+from qcdoctor.errors import QcdoctorError
+
+SUMMARY_SCHEMA = "qcdoctor/batch-summary-v1"
+SUMMARY_FILE = "summary.json"
+INDEX_FILE = "index.html"
+_UNSAFE = re.compile(r"[^\w.-]+")
+# a case's folder name leaves room for a -N suffix within a file name's 255 bytes
+_NAME_BYTES = 200
+
+
+def check_output_folder(folder: Path) -> None:
+    """A batch writes only into a new or empty folder, or over its own earlier output:
+    nothing the user keeps there is ever overwritten."""
+    from qcdoctor.engine.commands.output_file import under_system
+    if under_system(folder):
+        raise QcdoctorError("a kernel folder under /proc or /sys, not a place for output",
+                            file=str(folder), fix="give a new or empty folder for the reports")
+    if folder.exists() and not folder.is_dir():
+        raise QcdoctorError("not a folder", file=str(folder),
+                            fix="with several cases, -o names a folder for the reports")
+    if not folder.exists() or not any(folder.iterdir()):
+        return
+    earlier = _earlier_summary(folder / SUMMARY_FILE)
+    if not isinstance(earlier, dict) or earlier.get("schema") != SUMMARY_SCHEMA:
+        raise QcdoctorError("this folder holds files a batch did not write", file=str(folder),
+                            fix="give a new or empty folder for the reports")
+
+
+def _earlier_summary(path: Path):
+    """The summary an earlier batch left at ``path``, or None when what is there is no
+    such summary (a FIFO, a huge or deep file, broken JSON: never waited on or parsed)."""
+    from qcdoctor.collectors.bounded_data import DataRefused, load_json
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _SUMMARY_BYTES:
+            return None
+        return load_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, DataRefused):
+        return None
+
+
+# a summary lists one short row per case: a batch of 100,000 cases writes about 40 MiB
+_SUMMARY_BYTES = 64 << 20
+
+
+def folder_names(cases: list[str]) -> list[str]:
+    """One output folder name per case path: its folder's name made safe, unique with -2,
+    -3, ... (after sanitising "a b" and "a_b" are both "a_b") and never the name of a
+    file the batch writes beside them (summary.json, index.html)."""
+    names, used = [], {SUMMARY_FILE, INDEX_FILE}
+    for case in cases:
+        path = Path(case)
+        base = path.parent.name if path.name == "case.yaml" else path.name
+        for suffix in (".tar.gz", ".tgz"):
+            base = base.removesuffix(suffix)
+        base = _UNSAFE.sub("_", base).strip("._")
+        base = base.encode("utf-8")[:_NAME_BYTES].decode("utf-8", "ignore") or "case"
+        name, number = base, 1
+        while name in used:                 # "x-2" given as a case is taken as well
+            number += 1
+            name = f"{base}-{number}"
+        used.add(name)
+        names.append(name)
+    return names
+
+
+def planned_files(folder: Path, cases: list[str], extension: str | None,
+                  html: bool) -> tuple[list[Path], list[Path]]:
+    """(folders, files) a batch of ``cases`` may write, each case's report included."""
+    names = folder_names(cases)
+    folders = [folder, *(folder / n for n in names)] if extension else [folder]
+    files = [folder / SUMMARY_FILE, *([folder / INDEX_FILE] if html else []),
+             *(folder / n / f"report.{extension}" for n in names if extension)]
+    return folders, files
+
+
+def check_planned_outputs(folder: Path, cases: list[CaseInput], extension: str | None,
+                          html: bool, allow_outside: tuple[str, ...] = ()) -> None:
+    """Before any case is read: no output lands in a case folder (the case may read any
+    file there, and would read the reports on its next run), on a file of an
+    --allow-outside folder, or on a bundle the batch reads; and what already stands at
+    an output's place is what a batch writes (a folder, a regular file). Outputs are
+    renamed into place, so a hard link to an input is never written through."""
+    areas, bundles = [], []
+    for case in cases:
+        if case.problem:
+            continue
+        path = Path(case.path)
+        if path.is_dir():
+            areas.append(os.path.realpath(path))
+        elif path.name == "case.yaml":
+            areas.append(os.path.realpath(path.parent))
+        else:
+            bundles.append(path)
+    outside = [os.path.realpath(p) for p in allow_outside]
+    folders, files = planned_files(folder, [c.path for c in cases], extension, html)
+    for place in [*folders, *files]:
+        resolved = os.path.realpath(place)
+        read = next((a for a in areas if _within(resolved, a)), None)
+        if read is None and os.path.lexists(place):
+            read = next((a for a in outside if _within(resolved, a)), None)
+        if read is None and any(_same(place, bundle) for bundle in bundles):
+            read = str(place)
+        if read is not None:
+            raise QcdoctorError(f"refusing to overwrite an input of this run: the output "
+                                f"{place} would land in {read}, which this batch reads",
+                                file=str(folder),
+                                fix="give an output folder outside the case folders (and "
+                                    "the --allow-outside folders)")
+    for place, wanted in [*((p, stat.S_ISDIR) for p in folders),
+                          *((p, stat.S_ISREG) for p in files)]:
+        try:
+            mode = os.lstat(place).st_mode
+        except OSError:                   # nothing there (or unreadable: the write says so)
+            continue
+        if not wanted(mode):              # a link, FIFO, device, or a file for a folder
+            raise QcdoctorError(f"this folder holds files a batch did not write: {place}",
+                                file=str(folder),
+                                fix="give a new or empty folder for the reports")
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _same(path: Path, other: Path) -> bool:
+    try:
+        one, two = os.stat(path), os.stat(other)
+    except OSError:
+        return False
+    return (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino)
+
+
+def write_outputs(folder: Path, results: list[CaseResult], extension: str | None,
+                  lang: str, html: bool) -> None:
+    from qcdoctor.engine.commands.output_file import make_folder, write_output
+    make_folder(folder)
+    names = folder_names([r.case for r in results])
+    rows = []
+    for name, result in zip(names, results, strict=True):
+        row = {**result.row(), "report": None}
+        if result.text is not None and extension:
+            make_folder(folder / name)
+            write_output(folder / name / f"report.{extension}", result.text)
+            row["report"] = f"{name}/report.{extension}"
+        rows.append(row)
+    summary = {"schema": SUMMARY_SCHEMA, "exit": worst_exit(results),
+               "cases": rows}
+    from qcdoctor.safe_text import json_text
+    write_output(folder / SUMMARY_FILE,
+                 json_text(json.dumps(summary, ensure_ascii=False, indent=2)) + "\n")
+    if html:
+        write_output(folder / INDEX_FILE, index_html(rows, lang))
+
+
+def index_html(rows: list[dict], lang: str) -> str:
+    from qcdoctor.safe_text import visible
+    from qcdoctor.templating import render_template
+    from qcdoctor.vocabulary import CONCLUSION_LABELS
+    from qcdoctor.wording import labels
+    stages = Counter(r["stage"] or "error" for r in rows)
+    top = max(stages.values(), default=1)
+    histogram = [{"stage": s, "label": CONCLUSION_LABELS[lang].get(s, s), "count": n,
+                  "share": n / top} for s, n in stages.most_common()]
+    # case names and errors made visible: controls and bidi controls as U+FFFD
+    return visible(render_template("batch_index.html.j2", autoescape=True, rows=rows,
+                                   lang=lang, L=labels()[lang], B=labels()[lang]["batch"],
+                                   histogram=histogram))
+
+
+def summary_table(results: list[CaseResult], lang: str) -> str:
+    """The summary as aligned columns (display width: Chinese takes two columns)."""
+    from qcdoctor.engine.reports.termtext import display_width
+    from qcdoctor.safe_text import one_line
+    from qcdoctor.wording import labels
+    B = labels()[lang]["batch"]
+    L = labels()[lang]
+    head = [B[k] for k in ("col_case", "col_stage", "col_determined", "col_suspect",
+                           "col_action", "col_failed", "col_exit")]
+    body, errors = [], []
+    for r in results:
+        if r.error:
+            cells = [r.case, B["error"], "", "", "", "", str(r.exit)]
+            errors.append("\n  ".join(
+                one_line(part) for part in r.error.splitlines()))
+        else:
+            cells = [r.case, r.stage, L["yes"] if r.determined else L["no"], r.suspect,
+                     r.first_action, ", ".join(r.failed), str(r.exit)]
+        body.append([one_line(c) for c in cells])
+    widths = [max(display_width(row[i]) for row in [head, *body]) for i in range(len(head))]
+
+    def line(cells):
+        return "  ".join(c + " " * (w - display_width(c)) for c, w in zip(cells, widths, strict=True)).rstrip()
+    counts = Counter(r.exit for r in results)
+    totals = B["totals"].format(total=len(results), ok=counts[0], findings=counts[1],
+                                errors=counts[2])
+    return "\n".join([line(head), *(line(row) for row in body), "", *errors, *([""] if errors else []), totals]) + "\n"

@@ -1,0 +1,118 @@
+"""Deployment answers the case's own files already give, so the intake asks only the rest.
+
+The compile script is found in the case folder when none is named, then read statically
+(collectors/deploy_script.py) with the hb_compile YAML named as deploy.config. Each answer
+carries where it was read, written beside the value in case.yaml. Only what the files
+state is taken: the training normalisation is never filled in from the script's
+insert_image_preprocess (the normalisation check compares exactly those two), only
+offered as a default to confirm.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from qcdoctor.collectors.deploy_script import TRACKED, UNKNOWN, Call, export_state, read_script
+from qcdoctor.collectors.files import ArtifactRefused, CaseFiles, walk
+from qcdoctor.collectors.hb_compile_yaml import read_hb_compile
+from qcdoctor.engine.intake.questions import question_for_key
+from qcdoctor.errors import QcdoctorError
+
+MAX_SCRIPTS = 50            # .py files looked at when searching the case for a compile script
+
+
+def _choices(key: str) -> tuple:
+    """The answers the intake's question for ``key`` takes (rules/questions.yaml)."""
+    return question_for_key(key).choices
+
+
+def _calls(files: CaseFiles, path: Path) -> list[Call] | None:
+    try:
+        return _parsed(read_script, files.check(path, "script"))
+    except (ArtifactRefused, QcdoctorError):
+        return None
+
+
+def _parsed(reader, path: Path):
+    """``reader(path)``, read again only when the file changed: the intake asks for known
+    answers before every question, and the same script and config stay as they were."""
+    info = os.stat(path)
+    return _parsed_version(reader, str(path), info.st_mtime_ns, info.st_size, info.st_ino)
+
+
+@lru_cache(maxsize=16)
+def _parsed_version(reader, path: str, mtime_ns: int, size: int, inode: int):
+    return reader(Path(path))
+
+
+def find_compile_scripts(folder: Path, files: CaseFiles) -> list[str]:
+    """Python files of the case (relative paths) that call hbdk4 convert/compile/insert_*;
+    without any, those that set the fake-quant state and export (the export script shows
+    the state the model was exported in, knowledge.md §5 user-side facts)."""
+    found, exporting, looked = [], [], 0
+    for root, dirs, names in walk(folder, 3):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            if not name.endswith(".py") or looked >= MAX_SCRIPTS:
+                continue
+            looked += 1
+            calls = _calls(files, root / name)
+            if calls and any(c.name in TRACKED for c in calls):
+                found.append((root / name).relative_to(folder).as_posix())
+            elif calls and export_state(calls) is not None:
+                exporting.append((root / name).relative_to(folder).as_posix())
+    return found or exporting
+
+
+def known_answers(folder: Path, deploy: dict, files: CaseFiles) -> dict[str, tuple[object, str]]:
+    """{question key: (value, where it was read)} from deploy.script and deploy.config."""
+    known: dict[str, tuple[object, str]] = {}
+    config_name = deploy.get("config")
+    config = None
+    if config_name:
+        try:
+            config = _parsed(read_hb_compile, files.check(folder / config_name, "config"))
+        except (ArtifactRefused, QcdoctorError):
+            config = None
+    row = (config or {}).get("inputs", [{}])[0] if config and config.get("inputs") else {}
+    for key, field in (("deploy.train.color", "input_type_train"),
+                       ("deploy.board.color", "input_type_rt"),
+                       ("deploy.board.input_source", "input_source"),
+                       ("deploy.train.layout", "input_layout_train")):
+        value = str(row.get(field) or "")
+        value = value.upper() if key.endswith("layout") else value.lower()
+        if value in _choices(key):
+            known[key] = (value, f"{config_name}: {field}")
+    script = deploy.get("script")
+    calls = _calls(files, folder / script) if script else None
+    for call in calls or ():
+        mode = call.args.get("mode")
+        if call.name == "insert_image_convert" and isinstance(mode, str) \
+                and mode.lower() in _choices("deploy.board.color"):
+            known.setdefault("deploy.board.color", (mode.lower(), f"{script}:{call.line} {call.name}"))
+    transpose = next((c for c in calls or () if c.name == "insert_transpose"), None)
+    if transpose is not None and known.get("deploy.board.color", ("",))[0] in ("nv12", "gray"):
+        # an image input is NHWC; a transpose inserted in front of the model means the
+        # model (trained) takes NCHW. Whether its permutes are right is checked later.
+        known.setdefault("deploy.train.layout",
+                         ("NCHW", f"{script}:{transpose.line} {transpose.name}"))
+    return known
+
+
+def script_normalisation(folder: Path, deploy: dict, files: CaseFiles) -> dict[str, list]:
+    """mean / std the compile script's insert_image_preprocess uses (defaults to confirm)."""
+    script = deploy.get("script")
+    calls = _calls(files, folder / script) if script else None
+    found = [c for c in calls or () if c.name == "insert_image_preprocess"]
+    if not found:
+        return {}
+    out = {}
+    for name in ("mean", "std"):
+        value = found[-1].args.get(name, UNKNOWN)
+        value = value if isinstance(value, (list, tuple)) else [value]
+        if len(value) in (1, 3) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                        for v in value):
+            out[name] = [float(v) for v in value]
+    return out

@@ -1,0 +1,303 @@
+"""How intake talks to the user: arrow-key menus on a terminal, plain lines otherwise,
+or a file of scripted answers.
+
+Every prompter returns a ``Reply``; the flow (engine/intake/session.py) decides what it means.
+On a terminal, choices are picked with the arrow keys or digits (space or a digit ticks in
+multi-choice, Enter confirms; Enter with nothing ticked is "none" where that is allowed,
+never the highlighted option); everywhere, ``<`` goes back, ``?`` shows help, an empty
+answer keeps the default or skips, and end of input saves and stops. A file of scripted
+answers is checked whole before the first question: an unknown key or a value its
+question would refuse is an error, asked or not.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from qcdoctor.collectors import limits
+from qcdoctor.collectors.yaml_schema import load_plain
+from qcdoctor.engine.intake.questions import (
+    AnswerError,
+    Question,
+    all_question_keys,
+    question_for_key,
+)
+from qcdoctor.engine.reports.termtext import display_width, terminal_width, wrap
+from qcdoctor.errors import QcdoctorError, shorten
+
+
+def _words(lang: str) -> dict:
+    """The intake's words in the label table (loaded on first use)."""
+    from qcdoctor.wording import labels
+    return labels()[lang]["intake"]
+
+
+@dataclass
+class Reply:
+    kind: str                 # answer | skip | back | stop
+    text: str = ""
+
+
+def default_text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        return str(value.get("value", value.get("status", "")))
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) if value else "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def menu_hint(question: Question, lang: str) -> str:
+    """Every key that works in this menu, and only those."""
+    w = _words(lang)
+    parts = [w["menu_move"].format(count=len(question.choices))]
+    if question.type == "multi_choice":
+        parts.append(w["menu_toggle"])
+        if question.allow_none:
+            parts += [w["menu_none"], w["menu_enter_multi"]]
+        else:
+            parts.append(w["menu_enter_multi_strict"])
+    else:
+        parts.append(w["menu_enter"])
+    return " · ".join(parts + [w["menu_rest"]])
+
+
+class LinePrompter:
+    """Plain line prompts: pipes, files, dumb terminals."""
+
+    def __init__(self, stdin=None, stdout=None, show_hint: bool = False):
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stdout
+        self.show_hint = show_hint            # a person types (a dumb terminal), not a pipe
+
+    def say(self, text: str) -> None:
+        self.stdout.write(text + "\n")
+        self.stdout.flush()
+
+    def header(self, question: Question, lang: str, position: str) -> None:
+        self.say(f"\n[{position}] {question.prompt(lang)}")
+        self.say(f"  ({question.why[lang]})")
+
+    def choice_lines(self, question: Question, lang: str) -> list[str]:
+        lines = []
+        for i, choice in enumerate(question.choices, 1):
+            note = question.choice_note(choice, lang)
+            lines.append(f"  {i}) {choice}" + (f" - {note}" if note else ""))
+        return lines
+
+    def help(self, question: Question, lang: str) -> None:
+        self.say("  " + question.help_text(lang))
+        self.say("  " + _words(lang)["hint"])
+
+    def ask(self, question: Question, lang: str, default, position: str) -> Reply:
+        self.header(question, lang, position)
+        for line in self.choice_lines(question, lang):
+            self.say(line)
+        if self.show_hint:
+            self.say("  " + _words(lang)["hint"])
+        return self.read(question, lang, default)
+
+    def read(self, question: Question, lang: str, default) -> Reply:
+        """One typed line: an answer, ``<`` back, ``?`` help, Enter the default, EOF stop."""
+        shown = default_text(default)
+        while True:
+            self.stdout.write(f"> [{shown}] " if shown else "> ")
+            self.stdout.flush()
+            line = self.stdin.readline()
+            if not line:
+                return Reply("stop")
+            text = line.strip()
+            if text == "?":
+                self.help(question, lang)
+                continue
+            if text == "<":
+                return Reply("back")
+            if not text:
+                return Reply("answer", shown) if shown else Reply("skip")
+            return Reply("answer", text)
+
+
+class TerminalPrompter(LinePrompter):
+    """A real terminal: arrow-key menus for choices, text wrapped at the terminal's width."""
+
+    def say(self, text: str) -> None:
+        width = terminal_width() - 1
+        for part in text.split("\n"):
+            for line in wrap(part, width):
+                self.stdout.write(line + "\n")
+        self.stdout.flush()
+
+    def ask(self, question: Question, lang: str, default, position: str) -> Reply:
+        self.header(question, lang, position)
+        if not question.choices:
+            self.say("  " + _words(lang)["hint"])          # under the prompt it belongs to
+            return self.read(question, lang, default)
+        self.say("  " + menu_hint(question, lang))
+        return self._menu(question, lang, default)
+
+    def _menu(self, question: Question, lang: str, default) -> Reply:
+        import termios
+        import tty
+
+        options = [str(c) for c in question.choices]
+        multi = question.type == "multi_choice"
+        chosen = {str(v) for v in default} if multi and isinstance(default, (list, tuple)) else set()
+        shown = default_text(default)
+        cursor = options.index(shown) if shown in options else 0
+        fd = self.stdin.fileno()
+        saved = termios.tcgetattr(fd)
+        drawn = 0
+        pending = b""
+
+        def above(text: str) -> int:
+            """A message above the menu, which is then drawn again below it."""
+            if drawn:
+                self.stdout.write(f"\x1b[{drawn}A\x1b[J")
+            self.say(text)
+            return 0
+
+        try:
+            tty.setcbreak(fd)                   # keys one by one; Ctrl-C still interrupts
+            while True:
+                if drawn:
+                    self.stdout.write(f"\x1b[{drawn}A\x1b[J")
+                for line in self._options(question, lang, options, chosen, cursor, multi):
+                    self.stdout.write(line + "\n")
+                drawn = len(options)
+                self.stdout.flush()
+                if not pending:
+                    pending = os.read(fd, 64)
+                    if not pending:             # the terminal went away
+                        return Reply("stop")
+                key, pending = _next_key(pending)
+                if key in (b"\x1b[A", b"\x1bOA", b"k"):
+                    cursor = (cursor - 1) % len(options)
+                elif key in (b"\x1b[B", b"\x1bOB", b"j"):
+                    cursor = (cursor + 1) % len(options)
+                elif key == b" " and multi:
+                    chosen ^= {options[cursor]}
+                elif key in (b"\r", b"\n"):
+                    if not multi:
+                        return Reply("answer", options[cursor])
+                    picked = [o for o in options if o in chosen]
+                    if picked:
+                        return Reply("answer", ", ".join(picked))
+                    if question.allow_none:     # nothing ticked means none, never the cursor
+                        return Reply("answer", "none")
+                    drawn = above("  " + _words(lang)["tick_first"])
+                elif key in (b"\x1b[D", b"\x1bOD", b"<", b"b"):
+                    return Reply("back")
+                elif key == b"s":
+                    return Reply("skip")
+                elif key == b"n" and multi and question.allow_none:
+                    return Reply("answer", "none")
+                elif key == b"?":
+                    drawn = above("  " + question.help_text(lang) + "\n  " + question.why[lang])
+                elif key == b"\x04":
+                    return Reply("stop")
+                elif key.isascii() and key.isdigit() and 1 <= int(key) <= len(options):
+                    cursor = int(key) - 1
+                    if multi:                   # a digit ticks in a multi-choice menu
+                        chosen ^= {options[cursor]}
+        finally:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+    def _options(self, question, lang, options, chosen, cursor, multi) -> list[str]:
+        """One line per option, cut to the terminal's width so redrawing stays exact."""
+        width = terminal_width() - 1
+        lines = []
+        for i, option in enumerate(options):
+            mark = ("[x] " if option in chosen else "[ ] ") if multi else ""
+            pointer = "›" if i == cursor else " "
+            note = question.choice_note(question.choices[i], lang)
+            line = f"  {pointer} {i + 1}. {mark}{option}" + (f"  - {note}" if note else "")
+            lines.append(line if display_width(line) <= width else wrap(line, width)[0])
+        return lines
+
+
+def _next_key(data: bytes) -> tuple[bytes, bytes]:
+    """Split one key off what the terminal sent: an escape sequence or one byte."""
+    if data[:2] in (b"\x1b[", b"\x1bO") and len(data) >= 3:
+        return data[:3], data[3:]
+    return data[:1], data[1:]
+
+
+class ScriptedPrompter:
+    """Answers from a YAML file, keyed by question (case.yaml key, e.g. platform.chip)."""
+
+    def __init__(self, path: Path, stdout=None, folder: Path | None = None):
+        self.path = Path(path)
+        self.stdout = stdout or sys.stdout
+        try:
+            size = self.path.stat().st_size
+            if size > limits.CASE_FILE_BYTES:
+                raise QcdoctorError(f"{size:,} bytes: larger than the "
+                                    f"{limits.size_text(limits.CASE_FILE_BYTES)} limit for an "
+                                    "answers file", file=str(path),
+                                    fix="keep one line per question key")
+            text = self.path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise QcdoctorError(f"cannot read the answers file: {exc.strerror}", file=str(path)) from None
+        except UnicodeDecodeError as exc:
+            line = self.path.read_bytes()[:exc.start].count(b"\n") + 1
+            raise QcdoctorError(f"not UTF-8 text (byte {exc.start})", file=str(path), line=line,
+                                fix="save the answers file as UTF-8") from None
+        data = load_plain(text, str(path)) or {}
+        if not isinstance(data, dict):
+            raise QcdoctorError("the answers file holds a mapping of question keys to answers",
+                                file=str(path), fix="e.g. platform.chip: J6E")
+        self.answers = {str(k): v for k, v in data.items()}
+        self.used: set[str] = set()
+        for key, value in self.answers.items():
+            self._check(key, value, folder)
+
+    def _check(self, key: str, value, folder: Path | None) -> None:
+        """An unknown key or a value its question refuses: an error before anything is
+        asked, whether or not the question would come up."""
+        question = question_for_key(key)
+        if question is None:
+            keys = [k for k in all_question_keys() if "{" not in k]
+            close = difflib.get_close_matches(key, keys, n=1)
+            raise QcdoctorError("unknown question key", file=str(self.path), key=key,
+                                fix=(f"did you mean '{close[0]}'? " if close else "") +
+                                "keys are the case.yaml keys the questions write: " +
+                                ", ".join(keys) + ", analyses_run.FOLDER")
+        text = value if isinstance(value, str) else default_text(value)
+        try:
+            question.parse(text, "en")
+        except AnswerError as exc:
+            raise QcdoctorError(f"{shorten(text, 80)!r} is not accepted: {exc}",
+                                file=str(self.path), key=key,
+                                fix=_allowed(question) or "see docs/intake.md") from None
+        if question.type == "path" and folder is not None and not (Path(folder) / text).is_file():
+            raise QcdoctorError(f"{text} is not a file in the case folder {folder}",
+                                file=str(self.path), key=key,
+                                fix="give the path relative to the case folder")
+
+    def say(self, text: str) -> None:
+        self.stdout.write(text + "\n")
+
+    def ask(self, question: Question, lang: str, default, position: str) -> Reply:
+        if question.key not in self.answers or question.key in self.used:
+            return Reply("skip")
+        self.used.add(question.key)
+        value = self.answers[question.key]
+        return Reply("answer", default_text(value) if not isinstance(value, str) else value)
+
+    def unused(self) -> list[str]:
+        return sorted(set(self.answers) - self.used)
+
+
+def _allowed(question: Question) -> str:
+    """The allowed values of a question with choices, for an error's fix line."""
+    if not question.choices:
+        return ""
+    extra = ", none" if question.allow_none else ""
+    return "allowed values: " + ", ".join(map(str, question.choices)) + extra

@@ -1,0 +1,347 @@
+"""The report's plots: matplotlib figures as inline SVG, from the ``series`` section.
+
+Only the HTML report imports this module (matplotlib is heavy). Output is deterministic,
+so golden files stay byte-stable: a fixed hash salt for the SVG ids, no date nor creator
+in the metadata, text kept as SVG text (escaped by matplotlib, never parsed as mathtext)
+so the browser draws it with the page's system fonts, Chinese included.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import math
+import re
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache, partial
+
+from qcdoctor.fact_types import CHECKLIST_STATUSES
+from qcdoctor.safe_text import visible_data
+from qcdoctor.vocabulary import stage_label
+
+# status -> colour; every status is also told by a marker or a text mark, never colour alone
+RED, AMBER, GREEN, GREY, BLUE = "#c62828", "#b26a00", "#2e7d32", "#757575", "#1565c0"
+STAGE_STYLE = {"normal": (GREEN, "o"), "abnormal": (RED, "X"), "unknown": (AMBER, "s")}
+CHECK_STYLE = {"fail": (RED, "✗"), "unknown": (AMBER, "?"), "pass": (GREEN, "✓"),
+               "not_applicable": (GREY, "–")}
+LABEL_CHARS = 48          # names longer than this are cut in axis labels (kept whole in JSON)
+
+
+@dataclass
+class Plot:
+    id: str
+    kind: str           # stages, layers, sensitivity, dumps, audit: where the page shows it
+    caption: str
+    svg: str
+
+
+@lru_cache(maxsize=1)
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    matplotlib.rcParams.update({
+        "svg.hashsalt": "qcdoctor", "svg.fonttype": "none", "text.parse_math": False,
+        "font.family": "sans-serif", "font.size": 9, "axes.titlesize": 10,
+        "figure.dpi": 72,
+        # a title at a fixed height: placing it above the tick labels measures them all
+        "axes.titley": 1.0, "axes.titlepad": 6.0})
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= LABEL_CHARS else name[:LABEL_CHARS - 1] + "…"
+
+
+def _svg(fig, plot_id: str) -> str:
+    """The figure as an inline <svg>, its ids prefixed so several can share a page."""
+    plt = _pyplot()
+    buffer = io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")        # glyphs the layout font lacks (CJK): the
+        fig.savefig(buffer, format="svg",      # browser draws them with system fonts
+                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    text = text[text.index("<svg"):]
+    text = re.sub(r'\bid="', f'id="{plot_id}-', text)
+    text = text.replace("url(#", f"url(#{plot_id}-").replace('href="#', f'href="#{plot_id}-')
+    return text.replace("<svg ", f'<svg role="img" aria-labelledby="{plot_id}-caption" ', 1)
+
+
+def _text_inches(texts, size: float = 8) -> float:
+    """The width of the longest text: about 0.55 em a character, 1 em a wide (CJK) one."""
+    import unicodedata
+
+    def ems(text: str) -> float:
+        return sum(1.0 if unicodedata.east_asian_width(c) in "WF" else 0.55 for c in text)
+    return max((ems(t) for t in texts), default=0.0) * size / 72
+
+
+def _figure(width: float, height: float, rows: int = 1, *, left: float = 0.8,
+            bottom: float = 0.6, right: float = 0.2, top: float = 0.35, **kwargs):
+    """A figure with margins in inches (fixed margins: a layout engine costs a second
+    text layout pass, most of a plot's time)."""
+    fig, axes = _pyplot().subplots(rows, 1, figsize=(width, height), squeeze=False, **kwargs)
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
+                        top=1 - top / height, hspace=0.12)
+    # axis labels pinned near the figure's edges, inside the margins made for the tick
+    # labels: placing them beside the tick labels measures every one of those
+    from matplotlib.ticker import MaxNLocator
+    for ax in axes[:, 0]:
+        for axis in (ax.xaxis, ax.yaxis):   # a few ticks: each one is five artists to draw
+            axis.set_major_locator(MaxNLocator(nbins=6))
+        box = ax.get_position()
+        ax.yaxis.set_label_coords(-(left - 0.14) / (box.width * width), 0.5)
+        ax.xaxis.set_label_coords(0.5, -(box.y0 * height - 0.2) / (box.height * height))
+    return fig, axes
+
+
+def _log_axis(ax) -> None:
+    """A log scale with plain tick labels (the default ones are mathtext, which is off)."""
+    from matplotlib.ticker import FuncFormatter, NullLocator
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())   # unlabelled minor ticks: most of the plot's time
+
+
+def _yes_no(value: bool, L: dict) -> str:
+    return L["yes"] if value else L["no"]
+
+
+def stage_chain(series: dict, L: dict, lang: str) -> Plot:
+    P = L["view"]["plot"]
+    stages = series["stages"]
+    labels = [stage_label(s["stage"], lang) for s in stages]
+    values = [s["value"] if s["value"] is not None else math.nan for s in stages]
+    below = 0.55 + _text_inches(labels, 9) * 0.5            # labels turned 30 degrees
+    fig, axes = _figure(8.5, 2.8 + below, bottom=below)
+    ax = axes[0][0]
+    ax.plot(range(len(stages)), values, color="#90a4ae", linewidth=1.2, zorder=1)
+    for status, (colour, marker) in STAGE_STYLE.items():
+        xs = [i for i, s in enumerate(stages) if s["status"] == status and s["value"] is not None]
+        if xs:
+            ax.scatter(xs, [values[i] for i in xs], color=colour, marker=marker, s=60, zorder=3,
+                       label=L["statuses"][status])
+    banded = False
+    for i, s in enumerate(stages):
+        if s["reference_value"] is None or s["tolerance"] is None:
+            continue
+        ref, limit = s["reference_value"], s["tolerance"]
+        low, high = (ref - limit, ref) if s["direction"] != "lower" else (ref, ref + limit)
+        ax.fill_between([i - 0.3, i + 0.3], [low, low], [high, high], color=GREEN, alpha=0.18,
+                        zorder=0, label=None if banded else P["tolerance"])
+        banded = True
+    first = series["first_abnormal"]
+    if first:
+        i = [s["stage"] for s in stages].index(first)
+        ax.axvline(i, color=RED, linestyle="--", linewidth=1,
+                   label=P["first_abnormal"].format(stage=labels[i]))
+    ax.set_xticks(range(len(stages)), labels, rotation=30, ha="right")
+    ax.set_xlim(-0.5, len(stages) - 0.5)
+    ax.set_xlabel(P["stage_x"])
+    metrics = sorted({s["metric"] for s in stages if s["metric"]})
+    ax.set_ylabel(" / ".join(metrics) or P["stage_y"])
+    ax.set_title(P["stage_title"])
+    ax.grid(axis="y", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize=8)
+    return Plot("plot-stages", "stages", P["stage_caption"], _svg(fig, "plot-stages"))
+
+
+def layer_curve(layers: dict, index: int, L: dict) -> Plot:
+    P = L["view"]["plot"]
+    points = layers["points"]
+    x = [p["row"] for p in points]
+
+    def line(key):
+        return [p[key] if p[key] is not None else math.nan for p in points]
+    by_row = {p["row"]: p for p in points}
+    origin, worst = by_row.get(layers["origin_row"]), by_row.get(layers["worst_row"])
+    fig, axes = _figure(8.5, 5.2, rows=2, sharex=True, left=0.85, bottom=0.5)
+    top, bottom = axes[0][0], axes[1][0]
+    top.plot(x, line("cosine"), color=BLUE, linewidth=1, label="Cosine")
+    atol = [v if v > 0 else math.nan for v in line("atol")]
+    bottom.plot(x, atol, color="#6a1b9a", linewidth=1, label="Atol")
+    if any(p["qscale_diff"] is not None for p in points):
+        bottom.plot(x, line("qscale_diff"), color="#ef6c00", linewidth=1, linestyle=":",
+                    label="max_qscale_diff")
+    if any(not math.isnan(v) for v in atol):
+        _log_axis(bottom)
+    gaps = [p["row"] for p in points if p["gap"]]
+    for i, row in enumerate(gaps):
+        for ax in (top, bottom):
+            ax.axvline(row, color=GREY, alpha=0.25, linewidth=1,
+                       label=P["gap"] if i == 0 and ax is top else None)
+    for point, key, colour, marker in ((origin, "origin", RED, "X"), (worst, "worst", "#000000", "v")):
+        if point is None or point["cosine"] is None:
+            continue
+        if key == "worst" and point is origin:
+            continue
+        top.scatter([point["row"]], [point["cosine"]], color=colour, marker=marker, s=70, zorder=4,
+                    label=f"{P[key]}: {_short(point['name'])}")
+        top.annotate(_short(point["name"]), (point["row"], point["cosine"]),
+                     textcoords="offset points", xytext=(6, -12 if key == "origin" else 6),
+                     fontsize=8, color=colour)
+    top.set_ylabel("Cosine")
+    bottom.set_ylabel("Atol / max_qscale_diff")
+    bottom.set_xlabel(P["layer_x"])
+    top.set_title(P["layer_title"].format(name=layers["source"]))
+    top.grid(alpha=0.3)
+    bottom.grid(alpha=0.3)
+    top.legend(loc="lower left", fontsize=8)
+    bottom.legend(loc="upper left", fontsize=8)
+    if origin is None:
+        caption = P["layer_caption_none"]
+    elif worst is None or worst is origin:
+        caption = P["layer_caption_same"].format(origin=origin["name"])
+    else:
+        caption = P["layer_caption"].format(origin=origin["name"], worst=worst["name"])
+    if layers["decimated"]:
+        caption += " " + P["layer_decimated"].format(shown=len(points), rows=layers["rows"])
+    plot_id = f"plot-layers-{index}"
+    return Plot(plot_id, "layers", caption, _svg(fig, plot_id))
+
+
+def sensitivity_bars(table: dict, index: int, L: dict) -> Plot:
+    P = L["view"]["plot"]
+    ops = table["ops"][::-1]                        # most sensitive at the top
+    left = 0.45 + _text_inches([_short(o["op"]) for o in ops])
+    fig, axes = _figure(8.5, 1.2 + 0.28 * max(len(ops), 1), left=left, bottom=0.5)
+    ax = axes[0][0]
+    values = [o["value"] if o["value"] is not None else 0.0 for o in ops]
+    colours = [RED if o["lut"] else BLUE for o in ops]
+    hatches = ["//" if o["lut"] else "" for o in ops]
+    bars = ax.barh(range(len(ops)), values, color=colours)
+    for bar, hatch in zip(bars, hatches, strict=True):
+        bar.set_hatch(hatch)
+    ax.set_yticks(range(len(ops)), [_short(o["op"]) for o in ops], fontsize=8)
+    title = P["sens_title"].format(output=table["output"], metric=table["metric"])
+    ax.set_title(title)
+    ax.set_xlabel(P["sens_x"].format(metric=table["metric"]))
+    ax.set_ylabel(P["sens_y"])
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(facecolor=RED, hatch="//", label=P["lut"]),
+                       Patch(facecolor=BLUE, label=P["other_op"])], loc="lower right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    caption = P["sens_caption"].format(flat=_yes_no(table["flat"], L),
+                                       tail=_yes_no(table["tail_near_zero"], L),
+                                       dominant=_yes_no(table["dominant"], L))
+    plot_id = f"plot-sensitivity-{index}"
+    return Plot(plot_id, "sensitivity", caption, _svg(fig, plot_id))
+
+
+def dump_bars(pair: dict, index: int, L: dict, lang: str) -> Plot:
+    P = L["view"]["plot"]
+    outputs = pair["outputs"]
+    names = [_short(o["output"]) for o in outputs]
+    below = 0.55 + _text_inches(names, 9) * 0.5
+    fig, axes = _figure(8.5, 3.6 + below, rows=2, sharex=True, bottom=below)
+    top, bottom = axes[0][0], axes[1][0]
+    xs = range(len(outputs))
+    top.bar(xs, [o["cosine"] if o["cosine"] is not None else 0.0 for o in outputs], color=BLUE,
+            label=P["dump_cos"])
+    bottom.bar(xs, [o["max_abs"] if o["max_abs"] is not None else 0.0 for o in outputs],
+               color="#6a1b9a", label=P["dump_max"])
+    bad = [i for i, o in enumerate(outputs) if o["status"] != "compared"]
+    for i in bad:
+        top.annotate("✗", (i, 0), ha="center", va="bottom", color=RED, fontsize=12)
+    if bad:
+        top.scatter(bad, [0] * len(bad), marker="x", color=RED, label=P["dump_missing"])
+    top.set_ylabel(P["dump_cos"])
+    bottom.set_ylabel(P["dump_max"])
+    bottom.set_xticks(list(xs), names, rotation=30, ha="right")
+    bottom.set_xlabel(P["dump_x"])
+    title = P["dump_title"].format(left=stage_label(pair["left"], lang),
+                                   right=stage_label(pair["right"], lang))
+    top.set_title(title)
+    top.legend(loc="lower left", fontsize=8)
+    bottom.legend(loc="upper left", fontsize=8)
+    plot_id = f"plot-dumps-{index}"
+    return Plot(plot_id, "dumps", P["dump_caption"], _svg(fig, plot_id))
+
+
+def audit_matrix(checklist: list[dict], L: dict) -> Plot:
+    P = L["view"]["plot"]
+    items = checklist[::-1]                          # the first item at the top
+    left = 0.45 + _text_inches([_short(c["title"]) for c in items])
+    legend = 0.75 + _text_inches([f"✓ {L['checklist_status'][s]}" for s in CHECK_STYLE])
+    fig, axes = _figure(8.5, 1.4 + 0.3 * len(items), left=left, bottom=0.5, right=legend)
+    ax = axes[0][0]
+    for status, (colour, mark) in CHECK_STYLE.items():
+        rows = [i for i, c in enumerate(items) if c["status"] == status]
+        column = CHECKLIST_STATUSES.index(status)
+        ax.scatter([column] * len(rows), rows, marker="s", s=160, color=colour,
+                   label=f"{mark} {L['checklist_status'][status]}")
+        for row in rows:
+            ax.annotate(mark, (column, row), ha="center", va="center", color="white",
+                        fontsize=9, fontweight="bold")
+    ax.set_xticks(range(len(CHECKLIST_STATUSES)),
+                  [L["checklist_status"][s] for s in CHECKLIST_STATUSES])
+    ax.set_yticks(range(len(items)), [_short(c["title"]) for c in items], fontsize=8)
+    ax.set_xlim(-0.5, len(CHECKLIST_STATUSES) - 0.5)
+    ax.set_ylim(-0.7, len(items) - 0.3)
+    ax.set_xlabel(P["audit_x"])
+    ax.set_ylabel(P["audit_y"])
+    ax.set_title(P["audit_title"])
+    ax.grid(alpha=0.2)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    return Plot("plot-audit", "audit", P["audit_caption"], _svg(fig, "plot-audit"))
+
+
+def report_plots(report: dict, L: dict, kinds: set[str] | None = None) -> list[Plot]:
+    """Every plot the report's data supports, in reading order; only ``kinds`` when given
+    (an audit page shows the checklist alone: the rest would be drawn for nothing)."""
+    lang = report["language"]
+    # every text drawn is case text made visible (common/safe_text.py): controls would
+    # reach the SVG, and matplotlib cannot lay out lone surrogates (undecodable names)
+    series = visible_data(report["series"])
+    checklist = visible_data(report["checklist"])
+    drawings = []
+    if any(s["value"] is not None for s in series["stages"]):
+        drawings.append(("stages", partial(stage_chain, series, L, lang)))
+    drawings += [("layers", partial(layer_curve, t, i, L))
+                 for i, t in enumerate(series["layers"]) if t["points"]]
+    drawings += [("sensitivity", partial(sensitivity_bars, t, i, L))
+                 for i, t in enumerate(series["sensitivity"]) if t["ops"]]
+    drawings += [("dumps", partial(dump_bars, p, i, L, lang))
+                 for i, p in enumerate(series["dumps"]) if p["outputs"]]
+    if checklist:
+        drawings.append(("audit", partial(audit_matrix, checklist, L)))
+    return _drawn([draw for kind, draw in drawings if kinds is None or kind in kinds])
+
+
+def _drawn(drawings: list) -> list[Plot]:
+    """Every drawing's plot, in order; with two or more, every other one is drawn in a
+    forked child meanwhile (a plot is all CPU: the second core halves the wait)."""
+    from qcdoctor.engine.matching.forked import MISSING, ForkedCall
+    _pyplot()                                   # imported once, before the fork
+    with _collector_paused():
+        if len(drawings) < 2:
+            return [draw() for draw in drawings]
+        theirs = drawings[1::2]
+        child = ForkedCall(lambda: [draw() for draw in theirs]).start()
+        mine = [draw() for draw in drawings[0::2]]
+        drawn = child.result()
+        if drawn is MISSING:                    # drawn here instead, errors as always
+            drawn = [draw() for draw in theirs]
+    plots = [None] * len(drawings)
+    plots[0::2], plots[1::2] = mine, drawn
+    return plots
+
+
+@contextmanager
+def _collector_paused():
+    """No cyclic garbage collection while drawing: matplotlib makes thousands of objects,
+    which trigger full collections over all the caller holds (a large table's report),
+    costing up to as much again as the drawing. The figures are closed after each plot;
+    what is left is collected when the collector runs next."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
