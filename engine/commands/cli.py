@@ -57,25 +57,41 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return p
 
 
+# what triage and audit say differently about the options they share
+_CASE_COMMAND_WORDS = {
+    "triage": {"example": "diagnose", "output": "report", "lang": "report language (default: "
+               "the case's, else zh)", "fail_on": "", "pickles": ".pt files that need full "
+               "unpickling (can run code: only for files you trust)"},
+    "audit": {"example": "audit", "output": "audit", "lang": None,
+              "fail_on": " (a failed checklist item counts as error)",
+              "pickles": ".pt dumps that need full unpickling"},
+}
+
+
+def _case_command_options(command: argparse.ArgumentParser, name: str) -> None:
+    """The options of triage and audit: one case, a batch or a bundled example, rendered."""
+    words = _CASE_COMMAND_WORDS[name]
+    _complete(command.add_argument("case", nargs="*", help="case folder (with case.yaml), a "
+                                   "case.yaml or a support bundle; several make a batch"), _FILES)
+    command.add_argument("--example", metavar="NAME", help=f"{words['example']} a bundled "
+                         "example case (as --no-env: this machine is not read)")
+    command.add_argument("--format", choices=REPORT_FORMATS, help=_FORMAT_HELP)
+    command.add_argument("-o", "--output", metavar="FILE", help=f"write the {words['output']} "
+                         "here (atomically); a folder with several cases")
+    _batch_options(command)
+    _color(command)
+    command.add_argument("--lang", choices=("zh", "en"), help=words["lang"])
+    command.add_argument("--fail-on", choices=FAIL_ON, default="never",
+                         help="exit 1 when an item at or above this severity is reported"
+                              + words["fail_on"])
+    command.add_argument("--trust-pickles", action="store_true",
+                         help=f"allow {words['pickles']}")
+    command.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
+    _allow_outside(command)
+
+
 def _triage_options(t: argparse.ArgumentParser) -> None:
-    _complete(t.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml "
-                                                     "or a support bundle; several make a batch"),
-              _FILES)
-    t.add_argument("--example", metavar="NAME", help="diagnose a bundled example case (as "
-                                                     "--no-env: this machine is not read)")
-    t.add_argument("--format", choices=REPORT_FORMATS, help=_FORMAT_HELP)
-    t.add_argument("-o", "--output", metavar="FILE",
-                   help="write the report here (atomically); a folder with several cases")
-    _batch_options(t)
-    _color(t)
-    t.add_argument("--lang", choices=("zh", "en"), help="report language (default: the case's, else zh)")
-    t.add_argument("--fail-on", choices=FAIL_ON, default="never",
-                   help="exit 1 when an item at or above this severity is reported")
-    t.add_argument("--trust-pickles", action="store_true",
-                   help="allow .pt files that need full unpickling (can run code: only for "
-                        "files you trust)")
-    t.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
-    _allow_outside(t)
+    _case_command_options(t, "triage")
 
 
 def _intake_options(i: argparse.ArgumentParser) -> None:
@@ -90,24 +106,7 @@ def _intake_options(i: argparse.ArgumentParser) -> None:
 
 
 def _audit_options(a: argparse.ArgumentParser) -> None:
-    _complete(a.add_argument("case", nargs="*", help="case folder (with case.yaml), a case.yaml "
-                                                     "or a support bundle; several make a batch"),
-              _FILES)
-    a.add_argument("--example", metavar="NAME", help="audit a bundled example case (as "
-                                                     "--no-env: this machine is not read)")
-    a.add_argument("--format", choices=REPORT_FORMATS, help=_FORMAT_HELP)
-    a.add_argument("-o", "--output", metavar="FILE",
-                   help="write the audit here (atomically); a folder with several cases")
-    _batch_options(a)
-    _color(a)
-    a.add_argument("--lang", choices=("zh", "en"))
-    a.add_argument("--fail-on", choices=FAIL_ON, default="never",
-                   help="exit 1 when an item at or above this severity is reported "
-                        "(a failed checklist item counts as error)")
-    a.add_argument("--trust-pickles", action="store_true",
-                   help="allow .pt dumps that need full unpickling")
-    a.add_argument("--no-env", action="store_true", help=_NO_ENV_HELP)
-    _allow_outside(a)
+    _case_command_options(a, "audit")
 
 
 def _compare_options(cmp: argparse.ArgumentParser) -> None:
