@@ -19,8 +19,7 @@ from qcdoctor.engine.reports.formats import render  # noqa: E402
 from qcdoctor.errors import QcdoctorError  # noqa: E402
 from qcdoctor.probe import ProbeWarning, Quantizer, compare_models  # noqa: E402
 from qcdoctor.probe.stats import PAIR_METRICS, flatten_output, pair_stats  # noqa: E402
-
-from .qa.scenarios import case_yaml  # noqa: E402
+from tests.qa.scenarios import case_yaml  # noqa: E402
 
 
 class Net(nn.Module):

@@ -22,8 +22,7 @@ from qcdoctor.collectors.fx_graph import load_graph  # noqa: E402
 from qcdoctor.collectors.qa_files import load_probe_manifest  # noqa: E402
 from qcdoctor.probe import ProbeWarning, compare_models  # noqa: E402
 from tests.paths import REPO  # noqa: E402
-
-from .probe_nets import (  # noqa: E402
+from tests.probe_nets import (  # noqa: E402
     ToyNet,
     observer_of,
     one_thread,  # noqa: F401 - an autouse fixture: one torch thread here

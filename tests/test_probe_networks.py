@@ -12,14 +12,13 @@ pytest.importorskip("pytorchcv")
 from qcdoctor.collectors.case_file import load_case  # noqa: E402
 from qcdoctor.engine.diagnosis.triage import triage_case  # noqa: E402
 from qcdoctor.probe import compare_models  # noqa: E402
-
-from .probe_nets import (  # noqa: E402
+from tests.probe_nets import (  # noqa: E402
     inject,
     one_thread,  # noqa: F401 - an autouse fixture: one torch thread here
     quantize,
     zoo_model,
 )
-from .qa.scenarios import case_yaml  # noqa: E402
+from tests.qa.scenarios import case_yaml  # noqa: E402
 
 SIZE = 32          # small inputs keep the suite fast; the final pool is adaptive
 # architecture -> the mid-network layer that gets the faults

@@ -28,8 +28,7 @@ pytest.importorskip("pytorchcv")
 
 from qcdoctor.collectors.compare_layers import load_compare  # noqa: E402
 from qcdoctor.probe import compare_models  # noqa: E402
-
-from .probe_nets import (  # noqa: E402
+from tests.probe_nets import (  # noqa: E402
     LutSiLU,
     coarsen_all,
     function_node,

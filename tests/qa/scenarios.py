@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from .writers import layer, write_advisor, write_badcase, write_compare, write_sensitivity
+from tests.qa.writers import layer, write_advisor, write_badcase, write_compare, write_sensitivity
 
 LUT = "horizon_plugin_pytorch.nn.qat.segment_lut.SegmentLUT"
 CONV = "horizon_plugin_pytorch.nn.qat.conv2d.Conv2d"

@@ -1,0 +1,1 @@
+"""Tests of reading a case: case.yaml, stages, tables, scripts, dumps."""

@@ -1,0 +1,1 @@
+"""Tests of the verdicts: stage, next actions, strategy, checklist, layer reading, code."""

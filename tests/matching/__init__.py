@@ -1,0 +1,1 @@
+"""Tests of the rule book, the matcher and its worker process, the caches."""

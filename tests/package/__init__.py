@@ -1,0 +1,1 @@
+"""Tests of the package's layout: its floors and what imports what."""

@@ -1,0 +1,1 @@
+"""Tests of qcdoctor.probe on torch models."""
