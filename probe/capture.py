@@ -26,7 +26,8 @@ import inspect
 import os
 import tempfile
 import threading
-from collections import Counter, deque
+import weakref
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,6 +53,7 @@ from qcdoctor.probe.layers import (
     is_quantizer_slot,
     op_kind,
     output_scale,
+    submodule,
 )
 from qcdoctor.probe.stats import flatten_output, pair_stats, shape_text, side_stats
 
@@ -145,6 +147,19 @@ class _Guard:
             elif isinstance(value, (list, tuple)):
                 self.protect(value)
 
+    def release(self, held: _Held) -> None:
+        """No longer held (an output dropped unused): the model's memory is its own again
+        (reused while it runs, where a held tensor makes it allocate afresh)."""
+        tensor = held.tensor
+        if tensor is None:
+            return
+        for key in (id(tensor), id(tensor._base) if tensor._base is not None else None):
+            holders = self._held.get(key)
+            if holders is not None and held in holders:
+                holders.remove(held)
+                if not holders:
+                    del self._held[key]
+
     def clear(self) -> None:
         self._held.clear()
 
@@ -166,8 +181,7 @@ class _Store:
         size = tensor.numel() * 4
         if self._used + size <= self._budget:
             self._used += size
-            if self._guard is not None and tensor.device.type == "cpu" and \
-                    tensor.dtype == torch.float32:
+            if self._guard is not None and tensor.is_cpu and tensor.dtype == torch.float32:
                 held = self._ram[key] = self._guard.hold(tensor)
                 return held
             self._ram[key] = tensor.detach().to("cpu", torch.float32, copy=True)
@@ -182,9 +196,12 @@ class _Store:
         return None
 
     def drop(self, key: Key) -> None:
-        tensor = _value(self._ram.pop(key, None))
+        entry = self._ram.pop(key, None)
+        tensor = _value(entry)
         if tensor is not None:
             self._used -= tensor.numel() * 4
+        if isinstance(entry, _Held) and self._guard is not None:
+            self._guard.release(entry)
         spilled = self._files.pop(key, None)
         if spilled is not None:
             spilled[0].unlink(missing_ok=True)
@@ -237,21 +254,28 @@ class _Recorder:
     """Keys and fusion chains of one model's outputs, in execution order."""
 
     def __init__(self, on_output):
-        self.seen: Counter = Counter()
+        self.seen: dict[str, int] = {}
         self.chains: dict[Key, tuple[Key, tuple]] = {}
         self.on_output = on_output          # (key, layer, tensor, sig, producer key)
         self.held: list = []                # what on_output returned for the last report
 
     def report(self, layer: Layer, value, producer: Key | None) -> list[Key]:
         if type(value) is torch.Tensor and not value.is_quantized and value.is_floating_point():
-            outputs = [(layer.name, value)]        # the common case, without a copy of it
-        else:
-            outputs = flatten_output(value, layer.name)
+            # the common case, without a copy of it
+            name = layer.name
+            seen = self.seen.get(name, 0)
+            self.seen[name] = seen + 1
+            key = (name, seen)
+            self.held = [self.on_output(key, layer, value, self._sig(key, layer, producer),
+                                        producer)]
+            return [key]
+        outputs = flatten_output(value, layer.name)
         keys, self.held = [], []
         # (the eager tap reports with torch functions disabled: its own ops are no model's)
         for suffix, tensor in outputs:
-            key = (suffix, self.seen[suffix])
-            self.seen[suffix] += 1
+            seen = self.seen.get(suffix, 0)
+            self.seen[suffix] = seen + 1
+            key = (suffix, seen)
             sig = self._sig(key, layer, producer) if len(outputs) == 1 else None
             self.held.append(self.on_output(key, layer, tensor, sig, producer))
             keys.append(key)
@@ -267,7 +291,19 @@ class _Recorder:
         else:
             chain = (key, tokens)
         self.chains[key] = chain
-        return chain[0], tuple(t for t in chain[1] if t != "Bn")
+        return chain[0], _without_bn(chain[1])
+
+
+_NO_BN: dict[tuple, tuple] = {}     # fusion tokens -> the same without "Bn" (a few kinds)
+
+
+def _without_bn(tokens: tuple) -> tuple:
+    found = _NO_BN.get(tokens)
+    if found is None:
+        found = tuple(t for t in tokens if t != "Bn")
+        if len(_NO_BN) < 4096:
+            _NO_BN[tokens] = found
+    return found
 
 
 # -- running a model ---------------------------------------------------------------------
@@ -281,7 +317,6 @@ class _FxTap:
         self.gm, self.plan, self.recorder, self.keep, self.guard = gm, plan, recorder, keep, \
             guard
         self.node_keys: dict = {}
-        self._observed_layers: dict = {}
         self.held: dict = {}                # node -> its value, held for a worker
 
     def run(self, *values):
@@ -290,9 +325,12 @@ class _FxTap:
             return _InterpreterTap(self).run(*values)
         env: dict = {}
         inputs = iter(values)
-        last_uses = _last_uses(self.gm.graph)
+        plan = self.plan
+        last_uses, modules, inplace = plan.last_uses, plan.modules, plan.inplace
         gm, node_type = self.gm, torch.fx.Node
         fetch = env.__getitem__
+        nested = (tuple, list, dict, slice)
+        after = self.after
         for node in self.gm.graph.nodes:
             op = node.op
             if op == "placeholder":
@@ -303,21 +341,26 @@ class _FxTap:
                 value = _attr(gm, node.target)
             else:
                 args = node.args
-                if not any(isinstance(a, (tuple, list, dict, slice)) for a in args):
+                if len(args) == 1 and type(args[0]) is node_type:
+                    args = (env[args[0]],)                  # the common case
+                elif not any(isinstance(a, nested) for a in args):
                     args = tuple(env[a] if type(a) is node_type else a for a in args)
                 else:
                     args = torch.fx.node.map_arg(args, fetch)
                 kwargs = torch.fx.node.map_arg(node.kwargs, fetch) if node.kwargs else {}
-                if node in self.plan.inplace:
+                if node in inplace:
                     self.before_inplace(node, args, kwargs)
                 if op == "call_module":
-                    value = _attr(gm, node.target)(*args, **kwargs)
+                    module = modules.get(node.target)
+                    if module is None:
+                        module = _attr(gm, node.target)
+                    value = module(*args, **kwargs)
                 elif op == "call_function":
                     value = node.target(*args, **kwargs)
                 else:
                     value = getattr(args[0], node.target)(*args[1:], **kwargs)
             env[node] = value
-            self.after(node, value)
+            after(node, value)
             for dead in last_uses.get(node, ()):
                 del env[dead]
         return None
@@ -336,11 +379,13 @@ class _FxTap:
         plan = self.plan
         source = plan.observer.get(n)
         if source is not None:
-            layer = self._observed_layers.get(n)
-            if layer is None and source in plan.layers:
-                layer = replace(plan.layers[source], quantizer=_attr(self.gm, n.target))
-                self._observed_layers[n] = layer
-            if layer is not None:
+            if source in plan.layers:
+                # kept with the plan: its quantizer is the plan's module (same graph, same
+                # modules, or another plan)
+                layer = plan.observed_layers.get(n)
+                if layer is None:
+                    layer = plan.observed_layers[n] = replace(
+                        plan.layers[source], quantizer=_attr(self.gm, n.target))
                 self._report(source, layer, value, n)
         elif n in plan.layers and n not in plan.observed:
             layer = plan.layers[n]
@@ -374,22 +419,7 @@ class _InterpreterTap(torch.fx.Interpreter):
 
 
 def _attr(gm, target: str):
-    value = gm
-    for part in target.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def _last_uses(graph) -> dict:
-    """node -> the values whose last use it is (freed after it runs)."""
-    seen: set = set()
-    last: dict = {}
-    for node in reversed(graph.nodes):
-        for used in node._input_nodes:
-            if used not in seen:
-                seen.add(used)
-                last.setdefault(node, []).append(used)
-    return last
+    return submodule(gm, target)
 
 
 def _placeholder_args(gm, args: tuple, kwargs: dict) -> list | None:
@@ -420,6 +450,38 @@ def _is_fx_leaf(module: nn.Module) -> bool:
         not isinstance(module, (nn.Sequential, nn.ModuleList, nn.ModuleDict))
 
 
+_EAGER_LAYERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SIGNATURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _signature(forward) -> inspect.Signature:
+    """inspect.signature(forward), kept per function (it costs a tenth of a millisecond)."""
+    function = getattr(forward, "__func__", None)
+    if function is None or getattr(forward, "__self__", None) is None:
+        return inspect.signature(forward)
+    try:
+        found = _SIGNATURES.get(function)
+    except TypeError:                       # not weakly referenceable
+        return inspect.signature(forward)
+    if found is None:
+        found = _SIGNATURES[function] = inspect.signature(forward)
+    return found
+
+
+def _module_tree(model: nn.Module) -> list:
+    """What an eager model's layers depend on, depth first: each module's identity, class,
+    whether it carries forward hooks, and its children's names (cheaper than naming the
+    layers)."""
+    tree, todo = [], [model]
+    while todo:
+        module = todo.pop()
+        children = module._modules
+        tree += (id(module), type(module), not module._forward_hooks, len(children))
+        tree += children
+        todo += [child for child in reversed(children.values()) if child is not None]
+    return tree
+
+
 class _EagerTap:
     """Forward hooks on an eager model's layers, and its containers' function ops."""
 
@@ -429,8 +491,7 @@ class _EagerTap:
         self.quantized = quantized
         self.stack: list[str] = []
         self.last: tuple[object, Key] | None = None      # the last output reported
-        self.fn_counts: Counter = Counter()
-        self.layers: dict[str, Layer] = {}
+        self.fn_counts: dict[str, int] = {}
         self.containers: set[str] = set()   # modules whose function ops are reported
 
     def _walk(self, module: nn.Module, prefix: str, found: list):
@@ -446,63 +507,112 @@ class _EagerTap:
                 found.append((full, child, False))
                 self._walk(child, full, found)
 
-    @contextmanager
-    def active(self):
-        """Two global module hooks keep the stack of running modules (every module call,
-        so the ops inside a quantizer or a layer are never taken for a container's);
-        layers report at the global forward hook, or at a hook of their own when they
-        carry hooks already (eager prepare's observer hook: the output after it counts)."""
-        from torch.nn.modules.module import (
-            register_module_forward_hook,
-            register_module_forward_pre_hook,
-        )
+    def _entries(self) -> tuple[dict, set]:
+        """id(module) -> (name, its Layer or None for a container, whether it reports at
+        a hook of its own), and the containers' names. Kept while the model's module
+        tree stays the same (a probe run again on the same model)."""
+        tree = _module_tree(self.model)
+        cached = _EAGER_LAYERS.get(self.model)
+        if cached is not None and cached[0] == tree and cached[1] == self.quantized:
+            return cached[2], cached[3]
         found: list = []
         self._walk(self.model, "", found)
         if found:
             found.insert(0, ("", self.model, False))
         else:
             found = [("", self.model, True)]
-        entries: dict[nn.Module, tuple[str, Layer | None, bool]] = {}
-        handles = []
+        entries: dict[int, tuple[str, Layer | None, bool]] = {}
+        containers: set[str] = set()
         for name, module, is_layer in found:
-            if module in entries:
+            if id(module) in entries:
                 continue                       # a shared module: its first name
             if not is_layer:
-                self.containers.add(name)
-                entries[module] = (name, None, False)
+                containers.add(name)
+                entries[id(module)] = (name, None, False)
                 continue
             q = eager_quantizer(module) if self.quantized else None
             layer = Layer(name, class_path(module), q, tokens=fusion_tokens(module),
                           kind=identity_kind(module))
-            self.layers[name] = layer
-            own = bool(module._forward_hooks)
-            entries[module] = (name, layer, own)
-            if own:
-                handles.append(module.register_forward_hook(self._layer_out(name, layer),
-                                                            always_call=True))
-        stack, guard = self.stack, self.guard
+            entries[id(module)] = (name, layer, bool(module._forward_hooks))
+        # by id, not by module: the cache holds no reference to the model it is keyed by
+        _EAGER_LAYERS[self.model] = (tree, self.quantized, entries, containers)
+        return entries, containers
+
+    @contextmanager
+    def active(self):
+        """Two global module hooks keep the stack of running modules (every module call,
+        so the ops inside a quantizer or a layer are never taken for a container's);
+        layers report at the global forward hook, or at a hook of their own when they
+        carry hooks already (eager prepare's observer hook: the output after it counts).
+        While a quiet torch.nn layer runs (_QUIET: a conv, a BN ...) the function tap is
+        taken off the mode stack: it would only pass the layer's own ops through."""
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
+        entries, self.containers = self._entries()
+        handles = []
+        if any(entry[2] for entry in entries.values()):
+            for module in self.model.modules():
+                entry = entries.get(id(module))
+                if entry is not None and entry[2]:
+                    handles.append(module.register_forward_hook(
+                        self._layer_out(entry[0], entry[1]), always_call=True))
+        stack, guard, keep, get = self.stack, self.guard, self.keep, entries.get
+        disabled = torch._C.DisableTorchFunction
+        mode = _FunctionTap(self)
+        quiet: list = []            # the running quiet layer, the mode taken off for it
+        depth, top = torch._C._len_torch_function_stack, torch._C._get_function_stack_at
+        take_off, put_back = torch._C._pop_torch_function_stack, \
+            torch._C._push_on_torch_function_stack
 
         def pre(module, args):
-            entry = entries.get(module)
+            entry = get(id(module))
             stack.append(entry[0] if entry is not None else None)
             if guard is not None and module.__dict__.get("inplace") is True:
                 guard.protect(args)
+            if type(module) in _QUIET and alone[0] and not module._modules and \
+                    not module._forward_pre_hooks and not quiet and \
+                    "forward" not in module.__dict__:
+                count = depth()
+                if count and top(count - 1) is mode:
+                    take_off()
+                    quiet.append(module)
 
         def post(module, args, out):
-            entry = entries.get(module)
-            if entry is not None and entry[2]:
+            if quiet and quiet[-1] is module:
+                quiet.pop()
+                put_back(mode)
+            entry = get(id(module))
+            if entry is None:
+                if stack:
+                    stack.pop()
+                return
+            if entry[2]:
                 return                         # its own hook pops and reports
             if stack:
                 stack.pop()
-            if entry is not None and entry[1] is not None and self.keep(entry[1]):
-                with torch._C.DisableTorchFunction():     # our own ops are no model ops
-                    self._report(entry[1], out, self._producer(args))
+            layer = entry[1]
+            if layer is not None and keep(layer):
+                with disabled():               # our own ops are no model ops
+                    self._report(layer, out, self._producer(args))
 
-        handles.append(register_module_forward_pre_hook(pre))
-        handles.append(register_module_forward_hook(post, always_call=True))
+        pre_handle = register_module_forward_pre_hook(pre)
+        post_handle = register_module_forward_hook(post, always_call=True)
+        handles += [pre_handle, post_handle]
+        # a quiet layer runs without the mode only where no other global hook runs
+        # between its pre-hook and its forward hook (it would see the mode off)
+        from torch.nn.modules.module import _global_forward_hooks, _global_forward_pre_hooks
+        alone = [next(reversed(_global_forward_pre_hooks)) == pre_handle.id and
+                 next(iter(_global_forward_hooks)) == post_handle.id]
         try:
-            with _FunctionTap(self):
-                yield
+            with mode:
+                try:
+                    yield
+                finally:
+                    if quiet:                  # left by an interrupt: the mode goes back
+                        quiet.clear()
+                        put_back(mode)
         finally:
             for handle in handles:
                 handle.remove()
@@ -510,7 +620,7 @@ class _EagerTap:
     def inputs(self, args: tuple, kwargs: dict) -> None:
         """The model inputs as outputs named by the forward's arguments."""
         try:
-            bound = inspect.signature(self.model.forward).bind(*args, **kwargs)
+            bound = _signature(self.model.forward).bind(*args, **kwargs)
         except (TypeError, ValueError):
             return
         for name, value in bound.arguments.items():
@@ -549,19 +659,25 @@ class _EagerTap:
             self.last = (value, keys[0])
 
     def function_out(self, where: str, func, args, result) -> None:
-        kind = _KINDS.get(func)
-        if kind is None:
-            kind = _KINDS[func] = op_kind(func)
+        known = _FUNCTIONS.get(func)
+        if known is None:
+            kind = op_kind(func)
+            known = _FUNCTIONS[func] = (kind, function_path(func), function_tokens(kind))
+        kind = known[0]
         if kind in NOT_TENSOR:
             return
-        tensors = flatten_output(result)
-        if not tensors or not all(t.is_floating_point() for _, t in tensors):
-            return
+        if type(result) is torch.Tensor and not result.is_quantized:
+            if not result.is_floating_point():
+                return                         # (complex included, as flatten_output has it)
+        else:
+            tensors = flatten_output(result)
+            if not tensors or not all(t.is_floating_point() for _, t in tensors):
+                return
         base = f"{where}.{kind}" if where else kind
-        seen = self.fn_counts[base]
+        seen = self.fn_counts.get(base, 0)
         self.fn_counts[base] = seen + 1
         name = base if seen == 0 else f"{base}_{seen}"
-        layer = Layer(name, function_path(func), tokens=function_tokens(kind), kind=kind)
+        layer = Layer(name, known[1], tokens=known[2], kind=kind)
         if not self.keep(layer):
             return
         keys = self.recorder.report(layer, result, self._producer(args))
@@ -569,8 +685,31 @@ class _EagerTap:
             self.last = (result, keys[0])
 
 
+def _quiet_types() -> frozenset:
+    """torch.nn layers whose ops the function tap never needs to see: none of them is
+    reported (they run inside a layer) and they write into their input only when their
+    ``inplace`` flag says so (protected at the module's pre-hook). Exact classes only (a
+    subclass has a forward of its own); childless, without pre-hooks or a forward of
+    their own."""
+    names = ("Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d Linear "
+             "Bilinear BatchNorm1d BatchNorm2d BatchNorm3d LayerNorm GroupNorm InstanceNorm1d "
+             "InstanceNorm2d InstanceNorm3d LocalResponseNorm RMSNorm ReLU ReLU6 LeakyReLU "
+             "PReLU ELU SELU CELU GELU SiLU Mish Sigmoid Tanh Hardtanh Hardswish Hardsigmoid "
+             "LogSigmoid Softplus Softsign Tanhshrink Threshold GLU Hardshrink Softshrink "
+             "Softmax LogSoftmax Softmin Softmax2d MaxPool1d MaxPool2d MaxPool3d AvgPool1d "
+             "AvgPool2d AvgPool3d AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d "
+             "AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d LPPool1d LPPool2d Dropout "
+             "Dropout1d Dropout2d Dropout3d AlphaDropout FeatureAlphaDropout Identity Flatten "
+             "Unflatten Upsample UpsamplingNearest2d UpsamplingBilinear2d PixelShuffle "
+             "PixelUnshuffle ChannelShuffle ZeroPad1d ZeroPad2d ZeroPad3d ConstantPad1d "
+             "ConstantPad2d ConstantPad3d ReflectionPad1d ReflectionPad2d ReflectionPad3d "
+             "ReplicationPad1d ReplicationPad2d ReplicationPad3d").split()
+    return frozenset(getattr(nn, name) for name in names if hasattr(nn, name))
+
+
+_QUIET = _quiet_types()
 _WRITES: dict = {}          # function -> whether it writes into its first argument
-_KINDS: dict = {}           # function -> op_kind
+_FUNCTIONS: dict = {}       # function -> (op_kind, function_path, function_tokens)
 
 
 class _FunctionTap(torch.overrides.TorchFunctionMode):
@@ -588,12 +727,12 @@ class _FunctionTap(torch.overrides.TorchFunctionMode):
                 tap.guard.protect(args[:1])
                 if kwargs and kwargs.get("out") is not None:
                     tap.guard.protect((kwargs["out"],))
-        result = func(*args, **(kwargs or {}))
-        if not tap.stack:
-            return result
-        where = tap.stack[-1]
-        if where is not None and where in tap.containers:
-            tap.function_out(where, func, args, result)
+        result = func(*args, **kwargs) if kwargs else func(*args)
+        stack = tap.stack
+        if stack:
+            where = stack[-1]
+            if where is not None and where in tap.containers:
+                tap.function_out(where, func, args, result)
         return result
 
 
@@ -668,7 +807,9 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
              for m in (baseline, analysis)]
     traced = plans[1] is not None and _placeholder_args(analysis, args, kwargs) is not None
     maker = _RowMaker(copy=not traced)
-    base_guard = _Guard(maker.sync if maker.threaded else None)
+    # baseline outputs are measured in their rows, once the baseline is done: no reader
+    # while the baseline runs (nor for outputs no row compares)
+    base_guard = _Guard()
     store = _Store(guard=base_guard)
     base: dict[Key, _BaseOutput] = {}
     by_sig: dict[Sig, Key] = {}
@@ -683,9 +824,7 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
 
     def on_base(key, layer, tensor, sig, _producer) -> None:
         base[key] = _BaseOutput(layer, None, sig, base_recorder.chains.get(key))
-        held = store.put(key, tensor)
-        if held is not None:            # measured by the worker while the baseline runs
-            maker.measure_base(base[key], held)
+        store.put(key, tensor)
         if sig is not None:
             before = by_sig.get(sig)
             by_sig[sig] = key
@@ -808,7 +947,16 @@ class _RowMaker:
     done, the calling thread takes the jobs still waiting as well. In the calling thread
     alone on a single-CPU machine. The analysis tensor is held by reference (``add``
     returns it held: the FX tap copies it before an op writes into it) or, for an eager
-    model, copied; no more than a budget of tensors waits at a time."""
+    model, copied; no more than a budget of tensors waits at a time.
+
+    Only rows of large tensors go to the worker (started with the first of them). A
+    row is some forty torch calls: below a few milliseconds of work it is mostly Python,
+    and the two threads hand the GIL to each other at every call, each hand-over a
+    thread switch the forward waits for (measured on a two-CPU machine: with the rows
+    from 2^15, or from 2^17, elements up on the worker, the probe was slower than with
+    every row in this thread)."""
+
+    INLINE = 1 << 19                            # elements: smaller rows in this thread
 
     def __init__(self, copy: bool, budget: int = 256 << 20):
         self.threaded = (os.cpu_count() or 1) > 1
@@ -823,21 +971,21 @@ class _RowMaker:
         self.error: BaseException | None = None
         self.closing = False
         self.worker = None
-        if self.threaded:
-            self.worker = threading.Thread(target=self._work, name="qcdoctor-probe",
-                                           daemon=True)
-            self.worker.start()
 
     def add(self, make, args: tuple, model_tensor: int) -> _Held | None:
         """make(*args), args[model_tensor] being the model's own tensor."""
         index = len(self.items)
         self.items.append(None)
-        if not self.threaded:
+        tensor = args[model_tensor]
+        if not self.threaded or tensor.numel() < self.INLINE:
             self.items[index] = make(*args)
             return None
-        tensor = args[model_tensor]
         held = _Held(tensor.clone() if self.copy else tensor, self.sync)
         size = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+        if self.worker is None:
+            self.worker = threading.Thread(target=self._work, name="qcdoctor-probe",
+                                           daemon=True)
+            self.worker.start()
         with self.sync:
             self.jobs.append((index, held, make, args, model_tensor, size))
             self.queued += size
@@ -845,14 +993,6 @@ class _RowMaker:
             while self.queued > self.budget and self.error is None:
                 self.sync.wait()
         return None if self.copy else held
-
-    def measure_base(self, base: _BaseOutput, held: _Held) -> None:
-        """The statistics of a baseline output, on the worker (idle while the baseline
-        runs); the tensor stays held for its row."""
-        if self.threaded:
-            with self.sync:
-                self.jobs.append((None, held, _base_stats, (base,), 1, 0))
-                self.sync.notify_all()
 
     def _next(self, wait: bool):
         with self.sync:
@@ -864,6 +1004,10 @@ class _RowMaker:
             return self.jobs.popleft()
 
     def _work(self) -> None:
+        # torch sizes a thread's OpenMP/MKL pool on its first parallel op or this call; a
+        # row may start with a BLAS dot, which would then run on the default pool here and
+        # round otherwise than in the calling thread
+        torch.get_num_threads()
         while True:
             job = self._next(wait=True)
             if job is None:
@@ -876,23 +1020,22 @@ class _RowMaker:
             tensor, intact = held.read()
             if tensor is None:
                 return                          # copied for an in-place op and let go
-            if not intact and index is not None:
+            if not intact:
                 self.changed.append(args[0])
             with torch.inference_mode():
-                row = make(*args[:model_tensor], tensor, *args[model_tensor + 1:])
-            if index is not None:
-                self.items[index] = row
+                self.items[index] = make(*args[:model_tensor], tensor,
+                                         *args[model_tensor + 1:])
         except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
             self.error = self.error or exc
         finally:
-            held.release(keep=index is None)
+            held.release()
             with self.sync:
                 self.running -= 1
                 self.queued -= size
                 self.sync.notify_all()
 
     def rows(self) -> list[dict]:
-        if self.threaded:
+        if self.worker is not None:
             while (job := self._next(wait=False)) is not None:
                 self._run(job)                  # the model is done: help the worker
             with self.sync:
@@ -914,11 +1057,6 @@ class _RowMaker:
             self.worker.join()
 
 
-def _base_stats(base: _BaseOutput, tensor: torch.Tensor) -> None:
-    if base.stats is None:
-        base.stats = side_stats(tensor)
-
-
 def _unaligned_row(name: str, base_name: str, base: _BaseOutput, layer: Layer,
                    seen: torch.Tensor | None, tensor: torch.Tensor) -> dict:
     if base.stats is None and seen is not None:
@@ -928,10 +1066,13 @@ def _unaligned_row(name: str, base_name: str, base: _BaseOutput, layer: Layer,
 
 def _row(name: str, base_name: str, base: _BaseOutput, layer: Layer,
          reference: torch.Tensor | None, tensor: torch.Tensor, how: str) -> dict:
+    # each side flattened once (a non-contiguous one is copied by reshape: once)
+    flat_ref = reference.reshape(-1) if reference is not None else None
+    flat = tensor.reshape(-1)
     if base.stats is None:
-        base.stats = side_stats(reference) if reference is not None else _NO_STATS
+        base.stats = side_stats(flat_ref) if flat_ref is not None else _NO_STATS
     qscale, dtype = output_scale(layer.quantizer)
-    side = side_stats(tensor)
+    side = side_stats(flat)
     row = {"mod_name": name, "base_op_type": base.layer.op_type, "analy_op_type": layer.op_type,
            "shape": shape_text(tensor), "quant_dtype": dtype, "qscale": qscale,
            "base_model_min": base.stats["min"], "analy_model_min": side["min"],
@@ -945,7 +1086,7 @@ def _row(name: str, base_name: str, base: _BaseOutput, layer: Layer,
     if reference.shape != tensor.shape:
         row["shape"] = "mismatch shape"
         return row
-    metrics = pair_stats(reference, tensor, base_side=base.stats, analy_side=side)
+    metrics = pair_stats(flat_ref, flat, base_side=base.stats, analy_side=side)
     row.update(metrics)
     row["max_atol_diff"] = metrics["atol"]
     row["max_qscale_diff"] = metrics["atol"] / qscale if qscale and metrics["atol"] is not None \

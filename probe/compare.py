@@ -99,11 +99,12 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     def run(model):
         return model(*args, **kwargs)
 
-    modes = [(m, m.training) for model in (baseline, analysis) for m in model.modules()]
-    frozen = freeze_observers(analysis) + freeze_observers(baseline)
+    every = [_modules(model) for model in (baseline, analysis)]
+    modes = [(m, m.training) for modules in every for m in modules]
+    frozen = freeze_observers(analysis, every[1]) + freeze_observers(baseline, every[0])
     try:
-        baseline.eval()
-        analysis.eval()
+        _eval(baseline)
+        _eval(analysis)
         layers = compare_layers(baseline, analysis, args, kwargs)
         with torch.inference_mode():
             reference = [t for _, t in layers.baseline_outputs]
@@ -198,8 +199,15 @@ def _write_compare(folder: Path, rows: list[dict]) -> list[Path]:
 
 
 def _cell(value) -> str:
+    kind = type(value)
+    if kind is float:                   # most cells: tested first
+        if value != value:
+            return ""                   # nan
+        return f"{value:.7f}" if -1e15 < value < 1e15 else repr(value)
     if value is None:
         return ""
+    if kind is str:
+        return value
     if isinstance(value, float):
         if math.isnan(value):
             return ""
@@ -218,11 +226,14 @@ def _psql(header: list[str], cells: list[list[str]]) -> str:
     right = [True] + [h in _NUMERIC for h in header]
     border = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
     under = "|" + "+".join("-" * (w + 2) for w in widths) + "|"
-
-    def line(row, align=True):
-        return "| " + " | ".join((c.rjust(w) if r and align else c.ljust(w))
-                                 for c, w, r in zip(row, widths, right, strict=True)) + " |"
-    out = [border, line(full, align=False), under] + [line(r) for r in body] + [border]
+    # one format per line (str.format pads as rjust/ljust do); braces in cells are
+    # arguments, never part of the template
+    row_format = "| " + " | ".join(f"{{:{'>' if r else '<'}{w}}}"
+                                   for w, r in zip(widths, right, strict=True)) + " |"
+    head_format = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
+    out = [border, head_format.format(*full), under]
+    out += [row_format.format(*r) for r in body]
+    out.append(border)
     return "\n".join(out) + "\n"
 
 
@@ -238,7 +249,7 @@ def _check_out_dir(out: Path) -> list[Path]:
         return []
     manifest = out / PROBE_MANIFEST
     try:
-        written = load_probe_manifest(manifest) if manifest.is_file() else None
+        written = _read_manifest(manifest) if manifest.is_file() else None
     except (OSError, UnicodeDecodeError, QcdoctorError):    # unreadable: nothing is ours
         written = None
     listed = written.get("files") if isinstance(written, dict) else None
@@ -249,6 +260,18 @@ def _check_out_dir(out: Path) -> list[Path]:
                             f"({', '.join(sorted(foreign)[:3])})", file=str(out),
                             fix="give a new or empty folder (an earlier probe output is replaced)")
     return [p for p in ours if p.exists()]
+
+
+# manifest path -> (the text this process wrote there, its file list): a rerun into the
+# same folder finds the same text and skips parsing it again
+_WRITTEN: dict[str, tuple[str, list]] = {}
+
+
+def _read_manifest(manifest: Path):
+    known = _WRITTEN.get(str(manifest))
+    if known is not None and manifest.read_text(encoding="utf-8") == known[0]:
+        return {"files": list(known[1])}
+    return load_probe_manifest(manifest)
 
 
 def _write_manifest(result: ProbeResult, kind: str, metric: str) -> Path:
@@ -294,10 +317,51 @@ def _write_manifest(result: ProbeResult, kind: str, metric: str) -> Path:
                 "warnings": list(result.warnings),
                 "files": sorted(names)}
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    text = yaml.dump(document, Dumper=dumper, sort_keys=False, allow_unicode=True)
     # atomic (a reader never sees half of it), not synced: a rerun rewrites it
-    write_text_atomic(path, yaml.dump(document, Dumper=dumper, sort_keys=False,
-                                      allow_unicode=True), durable=False)
+    write_text_atomic(path, text, durable=False)
+    if len(_WRITTEN) >= 64:
+        _WRITTEN.clear()
+    _WRITTEN[str(path)] = (text, document["files"])
     return path
+
+
+def _modules(model: nn.Module) -> list[nn.Module]:
+    """model.modules() (each module once, in no particular order) without building every
+    module's qualified name."""
+    found, seen, todo = [], set(), [model]
+    while todo:
+        module = todo.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        found.append(module)
+        todo.extend(child for child in module._modules.values() if child is not None)
+    return found
+
+
+_TRAIN, _EVAL, _SETATTR = nn.Module.train, nn.Module.eval, nn.Module.__setattr__
+
+
+def _eval(model: nn.Module) -> None:
+    """model.eval(): the flag set directly where a module keeps torch's own train() (what
+    train() does, without Module.__setattr__'s lookups), its own train(False) called where
+    it has one (a QAT ConvBn with frozen BN keeps its mode)."""
+    if type(model).eval is not _EVAL:
+        model.eval()
+        return
+    todo = [model]
+    while todo:
+        module = todo.pop()
+        kind = type(module)
+        if kind.train is not _TRAIN:
+            module.train(False)                 # its own rule, for its children too
+            continue
+        if kind.__setattr__ is _SETATTR:
+            object.__setattr__(module, "training", False)
+        else:
+            module.training = False
+        todo.extend(child for child in reversed(module._modules.values()) if child is not None)
 
 
 def _device_of(model: nn.Module):

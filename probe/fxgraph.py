@@ -34,10 +34,9 @@ def write_fx_graph(path: Path, gm: torch.fx.GraphModule, names: dict) -> Path:
     """Write ``gm``'s graph to ``path``; ``names``: node -> its row name."""
     rows = graph_rows(gm, names)
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(HEADER)]
-
-    def line(cells):
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-    lines = ["Graph:", line(HEADER), "  ".join("-" * w for w in widths)]
-    lines += [line(r) for r in rows]
+    # one format per line (str.format pads as ljust does; braces in cells are arguments)
+    line = "  ".join(f"{{:<{w}}}" for w in widths).format
+    lines = ["Graph:", line(*HEADER).rstrip(), "  ".join("-" * w for w in widths)]
+    lines += [line(*r).rstrip() for r in rows]
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

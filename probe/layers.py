@@ -210,6 +210,10 @@ class FxPlan:
     inplace: set = field(default_factory=set)        # nodes that may write into an input
     writes: dict = field(default_factory=dict)       # such a node -> nodes whose values
     #                                                  it may change (through views)
+    modules: dict = field(default_factory=dict)      # call_module target -> its module
+    last_uses: dict = field(default_factory=dict)    # node -> values last used by it
+    observed_layers: dict = field(default_factory=dict)   # quantizer node -> the Layer it
+    #                                   reports (with that quantizer), filled as it runs
 
 
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -221,13 +225,10 @@ def fx_plan(gm: torch.fx.GraphModule) -> FxPlan:
     modules = {}
     for node in gm.graph.nodes:
         if node.op == "call_module" and node.target not in modules:
-            module = gm
             try:
-                for part in node.target.split("."):
-                    module = getattr(module, part)
+                modules[node.target] = submodule(gm, node.target)
             except AttributeError:
                 continue
-            modules[node.target] = module
     fingerprint = (id(gm.graph), len(gm.graph.nodes),
                    tuple((t, id(m), type(m)) for t, m in modules.items()))
     cached = _PLANS.get(gm)
@@ -238,9 +239,37 @@ def fx_plan(gm: torch.fx.GraphModule) -> FxPlan:
     return plan
 
 
+def submodule(root: nn.Module, target: str):
+    """getattr(root, "a.b.c") part by part; a child module straight from ``_modules``
+    (what Module.__getattr__ would find, without its lookups) unless the class has an
+    attribute of that name."""
+    value = root
+    for part in target.split("."):
+        children = value.__dict__.get("_modules") if isinstance(value, nn.Module) else None
+        child = children.get(part) if children is not None else None
+        if child is not None and part not in value.__dict__ and \
+                getattr(type(value), part, None) is None:
+            value = child
+        else:
+            value = getattr(value, part)
+    return value
+
+
+def _last_uses(graph) -> dict:
+    """node -> the values whose last use it is (freed after it runs)."""
+    seen: set = set()
+    last: dict = {}
+    for node in reversed(graph.nodes):
+        for used in node._input_nodes:
+            if used not in seen:
+                seen.add(used)
+                last.setdefault(node, []).append(used)
+    return last
+
+
 def _make_plan(gm: torch.fx.GraphModule, modules: dict) -> FxPlan:
     _PATHS.clear()
-    plan = FxPlan()
+    plan = FxPlan(modules=modules, last_uses=_last_uses(gm.graph))
     quantizer_nodes = set()
     for node in gm.graph.nodes:
         if node.op == "call_module" and node.target in modules and \
@@ -422,8 +451,8 @@ def output_scale(quantizer: nn.Module | None) -> tuple[float | None, str | None]
     if isinstance(scale, (int, float)) and not isinstance(scale, bool):
         value = float(scale)
     else:
-        value = float(scale.reshape(-1)[0]) if isinstance(scale, torch.Tensor) \
-            and scale.numel() == 1 else None
+        value = float(scale) if isinstance(scale, torch.Tensor) and scale.numel() == 1 \
+            else None
     return value, dtype_label(quantizer)
 
 

@@ -83,16 +83,17 @@ def _inside_quantizer(name: str, modules: dict) -> bool:
                for i in range(1, len(parts)))
 
 
-def freeze_observers(model: nn.Module) -> list[tuple[nn.Module, bool]]:
+def freeze_observers(model: nn.Module, modules=None) -> list[tuple[nn.Module, bool]]:
     """Stop fake-quant observers from updating their ranges while probing; returns
-    what to restore."""
+    what to restore. ``modules``: model.modules(), when at hand."""
     from torch.ao.quantization import FakeQuantizeBase
     saved = []
-    for module in model.modules():
+    for module in model.modules() if modules is None else modules:
         if not isinstance(module, FakeQuantizeBase):
             continue
         flag = getattr(module, "observer_enabled", None)
-        if isinstance(flag, torch.Tensor) and flag.numel() and bool(flag.reshape(-1)[0]):
+        if isinstance(flag, torch.Tensor) and flag.numel() and \
+                bool(flag if flag.numel() == 1 else flag.reshape(-1)[0]):
             saved.append((module, True))       # only the enabled ones change
             module.disable_observer()
     return saved

@@ -35,7 +35,7 @@ def flatten_output(value, name: str = "") -> list[tuple[str, torch.Tensor]]:
 
 
 def _float(tensor: torch.Tensor) -> torch.Tensor:
-    flat = tensor.reshape(-1)
+    flat = tensor if tensor.dim() == 1 else tensor.reshape(-1)
     return flat if flat.dtype in (torch.float32, torch.float64) else flat.float()
 
 
@@ -61,10 +61,11 @@ def side_stats(tensor: torch.Tensor) -> dict:
 def _square_sum(x: torch.Tensor) -> float:
     """sum x^2 as a BLAS dot product: one pass, no temporary (relative error below 1e-5
     for a million elements, where 1 - Cosine is measured from the noise energy itself)."""
-    return float(torch.dot(x, x)) if x.device.type == "cpu" else float(torch.sum(x * x))
+    return float(torch.dot(x, x)) if x.is_cpu else float(torch.sum(x * x))
 
 
 PAIR_METRICS = ("cosine", "mse", "l1", "kl", "sqnr", "atol", "rtol")
+_ALL = frozenset(PAIR_METRICS)
 
 
 def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
@@ -81,16 +82,19 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
     KL from the two log-sum-exps: KL = LSE(a) - LSE(b) - sum softmax(b) (a - b), two
     exponentials in all (in float64 below 65536 elements).
     """
-    unknown = set(wanted) - set(PAIR_METRICS)
-    if unknown:
-        raise ValueError(f"unknown metric(s) {sorted(unknown)}")
-    b, a = _float(base), _float(analy).to(base.device)
+    if wanted is not PAIR_METRICS:
+        unknown = set(wanted) - _ALL
+        if unknown:
+            raise ValueError(f"unknown metric(s) {sorted(unknown)}")
+    b, a = _float(base), _float(analy)
+    if a.device != b.device:
+        a = a.to(b.device)
     n = b.numel()
     if n == 0:
         return dict.fromkeys(wanted)
     if a.dtype != b.dtype:
         a, b = a.float(), b.float()
-    asked = set(wanted)
+    asked = _ALL if wanted is PAIR_METRICS else set(wanted)
     values: dict = {}
     base_side, analy_side = base_side or {}, analy_side or {}
     if asked & {"cosine", "sqnr", "rtol"}:
@@ -118,7 +122,7 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
                 if signal > 0:
                     # |a-b| / b: its largest magnitude is Rtol; a zero of b gives inf or
                     # nan, cleared only then (a second pass)
-                    ratio = torch.div(diff, b, out=work[1])
+                    ratio = torch.div(diff, b, out=diff)   # |a-b| is used up
                     low, high = (float(v) for v in torch.aminmax(ratio))
                     if not (math.isfinite(low) and math.isfinite(high)):
                         ratio.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
@@ -143,9 +147,10 @@ def _kl(b: torch.Tensor, a: torch.Tensor, diff: torch.Tensor, b_max: float | Non
     # exp(x - max) as exp2((x - max) log2 e): exp2 costs half of exp on CPUs
     weights = _exp_shifted(b, b_max, work[1] if work else None)
     b_sum = float(weights.sum())
-    a_sum = float(_exp_shifted(a, a_max, work[2] if work else None).sum())
-    cross = (float(torch.dot(weights, diff)) if weights.device.type == "cpu"
+    cross = (float(torch.dot(weights, diff)) if weights.is_cpu
              else float(torch.sum(weights * diff))) / b_sum
+    # the weights are used up: a's exponentials go to the same buffer (less memory touched)
+    a_sum = float(_exp_shifted(a, a_max, work[1] if work else None).sum())
     return max(0.0, (a_max - b_max) + math.log(a_sum / b_sum) - cross)
 
 
@@ -154,7 +159,7 @@ _LOG2E = 1.0 / math.log(2.0)
 
 def _exp_shifted(x: torch.Tensor, top: float, out: torch.Tensor | None = None) -> torch.Tensor:
     """exp(x - top) as exp2(log2(e) x - log2(e) top): one fused multiply-add, then exp2."""
-    shift = torch.tensor(-top * _LOG2E, dtype=x.dtype, device=x.device)
+    shift = x.new_full((), -top * _LOG2E)     # a 0-d tensor (half torch.tensor's cost)
     if out is None:
         return torch.add(shift, x, alpha=_LOG2E).exp2_()
     return torch.add(shift, x, alpha=_LOG2E, out=out).exp2_()
@@ -164,7 +169,7 @@ _local = threading.local()
 
 
 def _scratch(n: int, dtype: torch.dtype, device: torch.device) -> list[torch.Tensor]:
-    """Three work buffers of ``n`` elements, kept per thread and reused: a fresh large
+    """Two work buffers of ``n`` elements, kept per thread and reused: a fresh large
     temporary per op can cost a page fault per 4 KiB (measured: ten times the op)."""
     buffers = getattr(_local, "buffers", None)
     if buffers is None or buffers[0].numel() < n or buffers[0].dtype != dtype \
@@ -172,14 +177,19 @@ def _scratch(n: int, dtype: torch.dtype, device: torch.device) -> list[torch.Ten
         size = max(n, buffers[0].numel() if buffers is not None
                    and buffers[0].dtype == dtype and buffers[0].device == device else 0)
         with torch.inference_mode(False):       # usable in and out of inference mode
-            buffers = [torch.empty(size, dtype=dtype, device=device) for _ in range(3)]
+            buffers = [torch.empty(size, dtype=dtype, device=device) for _ in range(2)]
         _local.buffers = buffers
-    return [buffer[:n] for buffer in buffers]
+    views = getattr(_local, "views", None)
+    if views is not None and views[0] == n and views[1] is buffers:
+        return views[2]                 # the last size asked again: the same views
+    views = [buffer[:n] for buffer in buffers]
+    _local.views = (n, buffers, views)
+    return views
 
 
 def release_scratch() -> None:
     """Free this thread's work buffers."""
-    _local.buffers = None
+    _local.buffers = _local.views = None
 
 
 def _cosine(signal: float, power: float, noise: float) -> float:

@@ -20,7 +20,7 @@ pytest.importorskip("pytorchcv")
 from qcdoctor.collectors.compare_layers import load_compare, read_layers, row_facts  # noqa: E402
 from qcdoctor.collectors.thresholds import DEFAULT  # noqa: E402
 from qcdoctor.probe import compare_models  # noqa: E402
-from tests.test_probe_real_networks import CASES, built, example  # noqa: E402
+from tests.probe.test_probe_real_networks import CASES, built, example  # noqa: E402
 from tests.probe_nets import (  # noqa: E402
     coarsen_all,
     one_thread,  # noqa: F401 - an autouse fixture: one torch thread here

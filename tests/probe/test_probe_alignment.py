@@ -180,7 +180,7 @@ def test_mostly_unmatched_is_said_not_tabled_as_a_reading(tmp_path, models):
 MODELS_PY = '''
 import torch
 from tests.probe_nets import ToyNet, quantize, toy
-from tests.test_probe_alignment import EXAMPLE, Renamed
+from tests.probe.test_probe_alignment import EXAMPLE, Renamed
 
 
 def float_model():
@@ -343,3 +343,24 @@ def test_a_long_manifest_stays_within_the_case_file_limits(tmp_path):
     written = manifest(tmp_path)
     assert len(written["unmatched"]["analysis_only"]) == 500
     assert written["counts"]["analysis_only"] == written["counts"]["baseline_only"] == 1100
+
+
+def test_rows_measured_on_the_worker_thread_equal_the_rows_measured_inline(
+        tmp_path, models, monkeypatch):
+    """Large rows are measured on a worker thread while the models run on; the small
+    inputs of the tests never reach it, so every row is sent there once here."""
+    from qcdoctor.probe import capture
+    float_model, _, qat = models
+    inline, _ = probe(tmp_path, float_model, qat, name="inline")
+    monkeypatch.setattr(capture._RowMaker, "INLINE", 0)
+    monkeypatch.setattr(capture.os, "cpu_count", lambda: 2)    # a worker even on one CPU
+    threaded, _ = probe(tmp_path, float_model, qat, name="threaded")
+    assert [r["mod_name"] for r in threaded.rows] == [r["mod_name"] for r in inline.rows]
+    for a, b in zip(inline.rows, threaded.rows, strict=True):
+        for key, value in a.items():
+            other = b[key]
+            same = (value == other or (isinstance(value, float) and math.isnan(value)
+                                       and math.isnan(other)))
+            assert same, (a["mod_name"], key, value, other)
+    assert (tmp_path / "inline" / "compare_per_layer_out.csv").read_bytes() == \
+        (tmp_path / "threaded" / "compare_per_layer_out.csv").read_bytes()
