@@ -14,6 +14,16 @@ os.environ.setdefault("HYPOTHESIS_PROFILE", "ci")
 for _colour in ("FORCE_COLOR", "NO_COLOR"):
     os.environ.pop(_colour, None)
 
+# the stop signals reach every process the tests start with their default handling,
+# however this run was started: nohup and a shell's background jobs ignore SIGHUP and
+# SIGINT, and an ignored disposition is inherited, so a Ctrl-C test would wait forever
+import signal  # noqa: E402
+
+for _stop in ("SIGINT", "SIGHUP", "SIGTERM", "SIGQUIT"):
+    if hasattr(signal, _stop) and signal.getsignal(getattr(signal, _stop)) is signal.SIG_IGN:
+        signal.signal(getattr(signal, _stop), signal.default_int_handler if _stop == "SIGINT"
+                      else signal.SIG_DFL)
+
 from dataclasses import replace  # noqa: E402
 
 from qcdoctor.collectors.case_file import parse_case  # noqa: E402
