@@ -68,6 +68,14 @@ def _fail(text: str, where: str, key: str, fix: str | None = None) -> None:
 
 # --- checks ----------------------------------------------------------------------------
 
+def bilingual(raw, key: str, where: str) -> dict:
+    """A text given in both report languages: titles, messages, a kept item's name."""
+    if not isinstance(raw, dict) or set(raw) != {"zh", "en"} or not all(
+            isinstance(v, str) and v.strip() for v in raw.values()):
+        _fail(f"'{key}' must have non-empty 'zh' and 'en' texts", where, key)
+    return raw
+
+
 def _check_conclusion(c, where: str) -> None:
     if not isinstance(c, dict) or c.get("stage") not in CONCLUSION_STAGES or \
             not isinstance(c.get("determined"), bool):
@@ -117,10 +125,7 @@ def _check_keep(k, where: str) -> None:
     for i, item in enumerate(k["items"]):
         name = item.get("name") if isinstance(item, dict) else None
         if isinstance(name, dict):
-            if set(name) != {"zh", "en"} or not all(isinstance(v, str) and v.strip()
-                                                  for v in name.values()):
-                _fail(f"'then.keep.items[{i}].name' must have non-empty 'zh' and 'en' texts",
-                      where, f"then.keep.items[{i}].name")
+            bilingual(name, f"then.keep.items[{i}].name", where)
         elif not (isinstance(name, str) and name):
             _fail("a kept item needs a name", where, f"then.keep.items[{i}]")
 

@@ -27,8 +27,9 @@ from qcdoctor.cache_files import private_dir
 
 _FORMAT = b"qcdoctor-rules-3"
 # the code whose behaviour is frozen into cached rules
-_CODE = ("qcdoctor.engine.matching.rulebook", "qcdoctor.engine.matching.patterns", "qcdoctor.rule_outputs",
-         "qcdoctor.fact_types", "qcdoctor.vocabulary", "qcdoctor.engine.matching.rule_cache")
+_CODE = ("qcdoctor.engine.matching.rulebook", "qcdoctor.engine.matching.patterns",
+         "qcdoctor.rule_outputs", "qcdoctor.values", "qcdoctor.fact_types", "qcdoctor.vocabulary",
+         "qcdoctor.engine.matching.rule_cache")
 # what a cache file may contain: these classes and plain data, nothing else
 _ALLOWED = {("qcdoctor.engine.matching.rulebook", "Rule"), ("qcdoctor.engine.matching.patterns", "Pattern"),
             ("qcdoctor.engine.matching.patterns", "Condition"), ("builtins", "set"),

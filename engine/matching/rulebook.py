@@ -14,7 +14,7 @@ from qcdoctor.engine.matching import rule_cache
 from qcdoctor.engine.matching.patterns import Pattern, parse_when
 from qcdoctor.errors import RuleError
 from qcdoctor.package_data import package_files, safe_yaml
-from qcdoctor.rule_outputs import PRODUCES_FACT, check_then
+from qcdoctor.rule_outputs import PRODUCES_FACT, bilingual, check_then
 from qcdoctor.vocabulary import (
     GROUPS,
     SEVERITIES,
@@ -56,13 +56,6 @@ class Rule:
     @property
     def produces(self) -> set[str]:
         return {PRODUCES_FACT[k] for k in self.then if k in PRODUCES_FACT}
-
-
-def _bilingual(raw, key: str, where: str) -> dict:
-    if not isinstance(raw, dict) or set(raw) != {"zh", "en"} or not all(
-            isinstance(v, str) and v.strip() for v in raw.values()):
-        raise RuleError(f"'{key}' must have non-empty 'zh' and 'en' texts", file=where, key=key)
-    return raw
 
 
 def _check_examples(examples, where: str) -> dict:
@@ -108,13 +101,13 @@ def parse_rule(data, where: str, group: str) -> Rule:
     if not isinstance(spec, list) or not all(isinstance(item, str) for item in spec):
         raise RuleError("spec lists the knowledge-base items the rule encodes, as text",
                         file=where, key="spec")
-    fix = _bilingual(data["fix"], "fix", where) if "fix" in data else None
+    fix = bilingual(data["fix"], "fix", where) if "fix" in data else None
     return Rule(id=rid, group=group, path=where,
-                title=_bilingual(data["title"], "title", where),
-                message=_bilingual(data["message"], "message", where),
+                title=bilingual(data["title"], "title", where),
+                message=bilingual(data["message"], "message", where),
                 severity=data["severity"], priority=data["priority"],
                 references=tuple(data["references"]),
-                rationale=_bilingual(data["rationale"], "rationale", where),
+                rationale=bilingual(data["rationale"], "rationale", where),
                 when=parse_when(data["when"], where), then=check_then(data["then"], where),
                 examples=_check_examples(data["examples"], where), fix=fix,
                 spec=tuple(spec), raw=data)
