@@ -4,12 +4,45 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qcdoctor.errors import QcdoctorError
+from qcdoctor.engine.commands.options import FILES, NO_ENV_HELP, allow_outside_option, complete
+from qcdoctor.errors import EXIT_FINDINGS, EXIT_OK, QcdoctorError
+
+ABOUT = dict(help="what changed between two reports of a case (before / after a fix), "
+                  "with a one-line verdict")
 
 # a report of a real case is a few MiB at most; JSON takes several times its size to read
 MAX_REPORT_BYTES = 64 << 20
 _SIDE_FIX = ("give a JSON report (qcdoctor triage CASE --format json -o report.json), a "
              "case folder or a support bundle")
+
+
+def declare(command) -> None:
+    complete(command.add_argument("old", help="the report before: a JSON report, a case folder "
+                                              "or a bundle"), FILES)
+    complete(command.add_argument("new", help="the report after: a JSON report, a case folder "
+                                              "or a bundle"), FILES)
+    from qcdoctor.engine.reports.changes import DIFF_FORMATS
+    command.add_argument("--format", choices=DIFF_FORMATS, default="md")
+    command.add_argument("-o", "--output", metavar="FILE", help="write the diff here (atomically)")
+    command.add_argument("--lang", choices=("zh", "en"), help="default: the new report's")
+    command.add_argument("--fail-on", choices=("regression", "never"), default="never",
+                         help="exit 1 when something got worse")
+    command.add_argument("--trust-pickles", action="store_true",
+                         help="allow .pt files that need full unpickling")
+    command.add_argument("--no-env", action="store_true", help=NO_ENV_HELP)
+    allow_outside_option(command)
+
+
+def run(args, parser) -> int:
+    from qcdoctor.engine.diagnosis.report_changes import diff_reports
+    from qcdoctor.engine.reports.changes import render_diff
+    old, new = load_side(args.old, args), load_side(args.new, args)
+    diff = diff_reports(old, new)
+    lang = args.lang or new["language"]
+    from qcdoctor.engine.commands.output_file import emit
+    protected = [Path(p) for p in (args.old, args.new)]
+    emit(render_diff(diff, args.format, lang), args.output, protected)
+    return EXIT_FINDINGS if args.fail_on == "regression" and diff["regressions"] else EXIT_OK
 
 
 def load_side(given: str, args) -> dict:
@@ -47,15 +80,3 @@ def _read_report(path: Path) -> dict:
     from qcdoctor.engine.reports.schema import check_report
     check_report(report, str(path))
     return report
-
-
-def run_diff_command(args) -> int:
-    from qcdoctor.engine.diagnosis.report_changes import diff_reports
-    from qcdoctor.engine.reports.changes import render_diff
-    old, new = load_side(args.old, args), load_side(args.new, args)
-    diff = diff_reports(old, new)
-    lang = args.lang or new["language"]
-    from qcdoctor.engine.commands.output_file import emit
-    protected = [Path(p) for p in (args.old, args.new)]
-    emit(render_diff(diff, args.format, lang), args.output, protected)
-    return 1 if args.fail_on == "regression" and diff["regressions"] else 0

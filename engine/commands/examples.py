@@ -1,12 +1,32 @@
-"""The example cases bundled with qcdoctor (examples/<name>/case.yaml)."""
+"""``qcdoctor examples``: the example cases bundled with qcdoctor (examples/<name>/case.yaml),
+listed, copied to start a case from, or opened for a triage."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
 
-from qcdoctor.errors import QcdoctorError
+from qcdoctor.errors import EXIT_OK, QcdoctorError
 from qcdoctor.package_data import package_files
+
+ABOUT = dict(help="list the bundled example cases, or copy one")
+
+
+def declare(command) -> None:
+    command.add_argument("--copy", nargs=2, metavar=("NAME", "DIR"),
+                         help="copy the example NAME into DIR (new or empty) to start a case "
+                              "from")
+
+
+def run(args, parser) -> int:
+    if args.copy:
+        copy_example(*args.copy)
+        return EXIT_OK
+    names = example_names()
+    width = max(map(len, names), default=0)
+    for name in names:
+        print(f"{name.ljust(width)}  {example_title(name)}")
+    return EXIT_OK
 
 
 def _root():

@@ -1,0 +1,70 @@
+"""``qcdoctor intake CASE``: the guided questions that write CASE/case.yaml, asked on a
+terminal, through a pipe, or answered from a file."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from qcdoctor.engine.commands.options import FOLDERS, allow_outside_option, complete
+from qcdoctor.errors import EXIT_OK, QcdoctorError
+
+ABOUT = dict(help="guided questions that build CASE/case.yaml")
+
+
+def declare(command) -> None:
+    complete(command.add_argument("case", nargs="?", default=".",
+                                  help="case folder (default: here)"), FOLDERS)
+    command.add_argument("--lang", choices=("zh", "en"),
+                         help="question language (default: the case's, else the locale's: "
+                              "LC_ALL / LC_MESSAGES / LANG, zh when they name no language)")
+    command.add_argument("--answers", metavar="FILE",
+                         help="answers by question key (e.g. platform.chip: J6E), for scripted "
+                              "use")
+    allow_outside_option(command)
+
+
+def run(args, parser) -> int:
+    import shlex
+
+    from qcdoctor.collectors.case_file import CASE_FILE
+    from qcdoctor.engine.intake.prompts import LinePrompter, ScriptedPrompter, TerminalPrompter
+    from qcdoctor.engine.intake.session import Intake
+    from qcdoctor.engine.reports.locale_language import locale_language
+    from qcdoctor.wording import labels
+
+    folder = Path(args.case)
+    if folder.is_file():
+        if folder.name != CASE_FILE:            # never run beside someone's other file
+            raise QcdoctorError(f"not a case folder nor a {CASE_FILE}", file=str(folder),
+                                fix=f"give the case folder; intake writes FOLDER/{CASE_FILE}")
+        folder = folder.parent
+    if folder.exists() and not folder.is_dir():
+        raise QcdoctorError("not a folder", file=str(folder), fix="give the case folder")
+    if args.answers:
+        prompter, strict = ScriptedPrompter(Path(args.answers), folder=folder), True
+    elif sys.stdin.isatty() and sys.stdout.isatty() and \
+            os.environ.get("TERM", "dumb") not in ("dumb", "unknown", ""):
+        prompter, strict = TerminalPrompter(), False
+    else:                                       # a pipe, or a terminal without cursor control
+        prompter, strict = LinePrompter(show_hint=sys.stdin.isatty()), False
+    lang = args.lang
+    if lang is None:
+        existing = folder / CASE_FILE
+        lang = locale_language()
+        if existing.is_file():
+            from qcdoctor.collectors.case_file import load_case
+            lang = load_case(existing, tuple(Path(p) for p in args.allow_outside)).get(
+                "language", lang)
+    intake = Intake(folder, prompter, lang=lang, strict=strict,
+                    allow_outside=tuple(Path(p) for p in args.allow_outside))
+    try:
+        intake.run()
+    except KeyboardInterrupt:
+        words = labels()[lang]["intake"]
+        message = words["interrupted" if intake.doc.path.exists() else "interrupted_empty"]
+        print("\nqcdoctor: " + message.format(path=intake.doc.path, case=shlex.quote(str(folder)),
+                                              lang=lang), file=sys.stderr)
+        return 130
+    return EXIT_OK

@@ -1,0 +1,80 @@
+"""``qcdoctor probe``: layer metrics of two torch models, written as QuantAnalysis files
+(imports and runs the user's model code; needs torch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qcdoctor.errors import EXIT_OK, QcdoctorError
+
+ABOUT = dict(help="measure layer metrics of two torch models and write them as "
+                  "QuantAnalysis files (imports and runs your model code)",
+             description="Compare every layer output of two torch models on one input "
+                         "and write compare_per_layer_out.{csv,txt}, "
+                         "output_*_sensitive_ops.{txt,pt} and probe_run.yaml in the "
+                         "profiler's formats. MOD:ATTR imports MOD (run from its folder "
+                         "or set PYTHONPATH): that runs your code, as pytest runs test "
+                         "files. Needs torch.")
+
+
+def declare(command) -> None:
+    command.add_argument("--baseline", required=True, metavar="MOD:ATTR",
+                         help="the reference model, or a function returning it")
+    command.add_argument("--analysis", required=True, metavar="MOD:ATTR",
+                         help="the model to check (fake-quantized), or a function returning it")
+    command.add_argument("--inputs", required=True, metavar="FILE.pt",
+                         help="torch.save'd tensor, tuple/list of arguments or dict of keyword "
+                              "arguments (loaded with weights_only=True)")
+    command.add_argument("--out", required=True, metavar="DIR",
+                         help="new or empty folder (an earlier probe output there is replaced)")
+    command.add_argument("--type", default="fake_quant",
+                         choices=("fake_quant", "pre_export", "export", "convert"),
+                         help="analysis_model_type: which two stages the models are")
+    command.add_argument("--metric", default="L1",
+                         choices=("L1", "MSE", "KL", "ATOL", "Cosine", "SQNR"),
+                         help="metric of the sensitivity tables")
+    command.add_argument("--no-sensitivity", action="store_true",
+                         help="skip the sensitivity pass (one forward per quantizer)")
+    command.add_argument("--names", metavar="A,B",
+                         help="names of the model outputs, comma-separated")
+    command.add_argument("--device",
+                         help="run both models there, e.g. cuda:0 (default: where they are)")
+    command.add_argument("--lang", choices=("zh", "en"),
+                         help="language of the summary (default: from the locale)")
+
+
+def run(args, parser) -> int:
+    from qcdoctor.engine.commands.progress import Progress
+    from qcdoctor.engine.reports.locale_language import locale_language
+    from qcdoctor.text import render as fill
+    from qcdoctor.wording import labels
+    try:
+        from qcdoctor.probe import compare_models
+        from qcdoctor.probe.loading import load_inputs, load_model
+    except ImportError as exc:
+        raise QcdoctorError(f"qcdoctor probe needs torch ({exc})",
+                            fix="pip install torch==2.13.0 (the CPU build is enough)") from None
+    baseline = load_model(args.baseline, "--baseline")
+    analysis = load_model(args.analysis, "--analysis")
+    inputs = load_inputs(Path(args.inputs))
+    names = [n.strip() for n in args.names.split(",")] if args.names else None
+    result = compare_models(baseline, analysis, inputs, Path(args.out),
+                            sensitivity=not args.no_sensitivity, metric=args.metric,
+                            names=names, analysis_model_type=args.type, device=args.device,
+                            progress=Progress())
+    lang = args.lang or locale_language()
+    words = labels()[lang]["probe"]
+    lines = [fill(words["done"], {"rows": len(result.rows), "out": args.out,
+                                  "files": len(result.files)}, lang)]
+    for side, unmatched in (("baseline", result.baseline_only), ("analysis", result.analysis_only)):
+        if unmatched:
+            lines.append(fill(words["unmatched"], {"count": len(unmatched), "side": words[side],
+                                                   "names": ", ".join(unmatched[:8])}, lang))
+    for output, rows in result.sensitivity.items():
+        if rows:
+            lines.append(fill(words["sensitivity"], {"output": output, "metric": args.metric,
+                                                     "top": rows[0][0], "value": rows[0][3]},
+                              lang))
+    lines.append(fill(words["next"], {"out": args.out}, lang))
+    print("\n".join(lines))
+    return EXIT_OK

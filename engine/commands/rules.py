@@ -1,0 +1,37 @@
+"""``qcdoctor rules list|docs|explain``: the rule book, a line a rule, as one document, or
+one rule whole."""
+
+from __future__ import annotations
+
+import sys
+
+from qcdoctor.errors import EXIT_OK
+
+ABOUT = dict(help="list the rules or explain one")
+
+
+def declare(command) -> None:
+    sub = command.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
+    listing = sub.add_parser("list", help="one line per rule")
+    listing.add_argument("--format", choices=("md", "json"), default="md")
+    listing.add_argument("--lang", choices=("zh", "en"), default="en")
+    docs = sub.add_parser("docs", help="all rules as one Markdown document")
+    docs.add_argument("--lang", choices=("zh", "en"), default="en")
+    docs.add_argument("-o", "--output", metavar="FILE", help="write the document here")
+    explain = sub.add_parser("explain", help="everything about one rule")
+    explain.add_argument("rule_id")
+    explain.add_argument("--lang", choices=("zh", "en"), default="en")
+
+
+def run(args, parser) -> int:
+    from qcdoctor.engine.reports.rule_docs import explain_rule, list_rules, rule_docs
+    if args.rules_command == "explain":
+        sys.stdout.write(explain_rule(args.rule_id, args.lang))
+    elif args.rules_command == "docs":
+        from qcdoctor.engine.commands.output_file import emit
+        emit(rule_docs(args.lang), args.output, [])
+    elif args.rules_command == "list":
+        sys.stdout.write(list_rules(args.format, args.lang))
+    else:
+        parser.parse_args(["rules", "--help"])
+    return EXIT_OK
