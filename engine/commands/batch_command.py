@@ -32,9 +32,13 @@ def run_batch_command(args) -> int:
     from qcdoctor.engine.reports.locale_language import locale_language
     from qcdoctor.wording import labels
 
-    if args.example:
+    if args.example and args.case:
         raise QcdoctorError("--example takes no case folders beside it",
                             fix=f"qcdoctor {args.command} --example NAME, or case folders only")
+    if args.example:            # one example made a batch by --format jsonl or --recursive
+        made_by = "--format jsonl" if args.format == "jsonl" else "--recursive"
+        raise QcdoctorError(f"{made_by} is for several cases, --example gives one",
+                            fix=f"qcdoctor {args.command} --example NAME --format json")
     if not args.case:
         raise QcdoctorError("no case folder given", fix=f"qcdoctor {args.command} CASE_FOLDER...")
     jobs = default_jobs() if args.jobs is None else args.jobs

@@ -37,13 +37,46 @@ COMMANDS = {"triage": triage, "intake": intake, "audit": audit, "compare": compa
 
 class _Parser(argparse.ArgumentParser):
     """argparse, whose usage errors quote what was typed: shown through the one sanitiser
-    (an argument holding ESC would otherwise act on the terminal). Sub-commands' parsers
-    are of the same class."""
+    (an argument holding ESC would otherwise act on the terminal), with a did-you-mean for a
+    mistyped command, choice or option, and reported by the command that was typed (its
+    usage, not the top level's). Sub-commands' parsers are of the same class."""
 
     def error(self, message: str):
         from qcdoctor.safe_text import visible
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {visible(message, lines=False)}\n")
+
+    def _check_value(self, action, value):
+        if action.choices is not None and value not in action.choices:
+            from qcdoctor.engine.commands.options import did_you_mean
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from "
+                                                 f"{choices}){did_you_mean(value, action.choices)}")
+        super()._check_value(action, value)
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            from qcdoctor.engine.commands.options import did_you_mean
+            typed = _typed_parser(self, parsed)
+            known = [o for a in typed._actions for o in a.option_strings]
+            hints = "".join(did_you_mean(e.partition("=")[0], known)
+                            for e in extras if e.startswith("-"))
+            typed.error(f"unrecognized arguments: {' '.join(extras)}{hints}")
+        return parsed
+
+
+def _typed_parser(parser: argparse.ArgumentParser, parsed) -> argparse.ArgumentParser:
+    """The innermost sub-command's parser of what was typed (``rules explain`` in
+    ``qcdoctor rules explain ...``), else ``parser``."""
+    while True:
+        chosen = None
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+        if chosen is None:
+            return parser
+        parser = chosen
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -71,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     _tolerant_streams()
     if argv is None:
         argv = sys.argv[1:]
+    if argv and argv[0] in COMMANDS:      # a command's shorthand (rules ST050)
+        argv = [argv[0], *getattr(COMMANDS[argv[0]], "shorthand", list)(argv[1:])]
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:

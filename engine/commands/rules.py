@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import sys
 
-from qcdoctor.errors import EXIT_OK
+from qcdoctor.errors import EXIT_OK, QcdoctorError
 
-ABOUT = dict(help="list the rules or explain one")
+ABOUT = dict(help="list the rules or explain one (rules ID is rules explain ID)")
+
+
+_SUBCOMMANDS = ("list", "docs", "explain")
+
+
+def shorthand(argv: list[str]) -> list[str]:
+    """``rules ST050`` is ``rules explain ST050``."""
+    if argv and argv[0] not in _SUBCOMMANDS and not argv[0].startswith("-"):
+        return ["explain", *argv]
+    return argv
 
 
 def declare(command) -> None:
@@ -26,6 +36,7 @@ def declare(command) -> None:
 def run(args, parser) -> int:
     from qcdoctor.engine.reports.rule_docs import explain_rule, list_rules, rule_docs
     if args.rules_command == "explain":
+        _check_rule_id(args.rule_id)
         sys.stdout.write(explain_rule(args.rule_id, args.lang))
     elif args.rules_command == "docs":
         from qcdoctor.engine.commands.output_file import emit
@@ -35,3 +46,13 @@ def run(args, parser) -> int:
     else:
         parser.parse_args(["rules", "--help"])
     return EXIT_OK
+
+
+def _check_rule_id(rule_id: str) -> None:
+    """An unknown id is refused with the nearest ids (ST05 -> ST050)."""
+    from qcdoctor.engine.commands.options import did_you_mean
+    from qcdoctor.engine.matching.rulebook import load_rules, rule_by_id
+    if rule_by_id(rule_id) is None:
+        hint = did_you_mean(rule_id.upper(), [r.id for r in load_rules()], cutoff=0.7)
+        raise QcdoctorError(f"no rule {rule_id!r}{hint}",
+                            fix="see 'qcdoctor rules list' for the ids")
