@@ -24,14 +24,26 @@ TRUE_WORDS = {"true", "yes", "on", "y"}
 FALSE_WORDS = {"false", "no", "off", "n"}
 
 
+# problems of one document reported together (a linter's way): beyond this many, the rest
+# are counted, not listed
+MAX_PROBLEMS = 20
+
+
+class _Skip(Exception):
+    """The value being read has a problem (recorded): the reader goes on with the next key."""
+
+
 class _Ctx:
     def __init__(self, file: str):
         self.file = file
         self.lines: dict[str, int] = {}     # key path -> line, for provenance
+        self.problems: list[QcdoctorError] = []
 
     def fail(self, node, key: str, problem: str, fix: str | None = None):
         line = node.start_mark.line + 1 if node is not None else None
-        raise QcdoctorError(problem, file=self.file, line=line, key=key or None, fix=fix)
+        self.problems.append(QcdoctorError(problem, file=self.file, line=line, key=key or None,
+                                           fix=fix))
+        raise _Skip
 
 
 def _is_null(node) -> bool:
@@ -176,8 +188,14 @@ class ListOf(Spec):
             return [self.item.read(node, key, ctx)]
         if not isinstance(node, yaml.SequenceNode):
             ctx.fail(node, key, f"expected a list ({self.doc})", f"write {key}: [ ... ]")
-        return [self.item.read(child, f"{key}[{i}]", ctx) for i, child in enumerate(node.value)
-                if not _is_null(child)]
+        items = []
+        for i, child in enumerate(node.value):
+            if not _is_null(child):
+                try:
+                    items.append(self.item.read(child, f"{key}[{i}]", ctx))
+                except _Skip:               # recorded: the other items are still read
+                    continue
+        return items
 
 
 @dataclass
@@ -193,36 +211,41 @@ class Mapping(Spec):
         if not isinstance(node, yaml.MappingNode):
             ctx.fail(node, key, "expected a mapping (key: value lines)",
                      "write it as 'name: value' lines indented under the key")
-        out, seen = {}, {}
+        out, seen, failed = {}, {}, set()
         for knode, vnode in node.value:
-            name = knode.value if isinstance(knode, yaml.ScalarNode) else None
-            path = f"{key}.{name}" if key else str(name)
-            if name is None:
-                ctx.fail(knode, key, "keys must be plain names", "write the key as plain text")
-            if name in seen:
-                ctx.fail(knode, path, f"given twice (first on line {seen[name]})",
-                         "keep one of them; the file is not changed")
-            seen[name] = ctx.lines[path] = knode.start_mark.line + 1
-            spec = self.fields.get(name, self.values)
-            if spec is None:
-                import difflib  # only to word an error: not imported otherwise
-                close = difflib.get_close_matches(name, list(self.fields), n=1)
-                hint = f"did you mean '{close[0]}'? " if close else ""
-                if name in self.elsewhere:
-                    hint = f"{name} belongs under {self.elsewhere[name]}; "
-                ctx.fail(knode, path, "unknown key",
-                         f"{hint}allowed here: {', '.join(self.fields)}")
-            if _is_null(vnode):
-                continue
-            out[name] = spec.read(vnode, path, ctx)
+            try:
+                self._read_entry(knode, vnode, key, ctx, out, seen)
+            except _Skip:                   # recorded: the other keys are still read
+                if isinstance(knode, yaml.ScalarNode):
+                    failed.add(knode.value)
         if self.one_of and len(out) > 1:
             ctx.fail(node, key, f"give only one of {', '.join(self.fields)}",
                      f"keep one of {', '.join(out)}")
         for name in self.required:
-            if name not in out:
+            if name not in out and name not in failed:  # a bad value is not also missing
                 ctx.fail(node, key, f"'{name}' is missing here",
                          f"give {name} under {key}" if key else f"give {name}")
         return out
+
+    def _read_entry(self, knode, vnode, key: str, ctx: _Ctx, out: dict, seen: dict) -> None:
+        name = knode.value if isinstance(knode, yaml.ScalarNode) else None
+        path = f"{key}.{name}" if key else str(name)
+        if name is None:
+            ctx.fail(knode, key, "keys must be plain names", "write the key as plain text")
+        if name in seen:
+            ctx.fail(knode, path, f"given twice (first on line {seen[name]})",
+                     "keep one of them; the file is not changed")
+        seen[name] = ctx.lines[path] = knode.start_mark.line + 1
+        spec = self.fields.get(name, self.values)
+        if spec is None:
+            import difflib  # only to word an error: not imported otherwise
+            close = difflib.get_close_matches(name, list(self.fields), n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            if name in self.elsewhere:
+                hint = f"{name} belongs under {self.elsewhere[name]}; "
+            ctx.fail(knode, path, "unknown key", f"{hint}allowed here: {', '.join(self.fields)}")
+        if not _is_null(vnode):
+            out[name] = spec.read(vnode, path, ctx)
 
 
 class _Refused(Exception):
@@ -455,4 +478,10 @@ def load_document(text: str, file: str, spec: Mapping) -> tuple[dict, dict[str, 
     node = _load(text, file, lambda loader: loader.get_single_node())
     if node is None or _is_null(node):
         return {}, {}
-    return spec.read(node, "", ctx), ctx.lines
+    try:
+        values = spec.read(node, "", ctx)
+    except _Skip:
+        values = {}
+    if ctx.problems:
+        raise QcdoctorError.together(ctx.problems, limit=MAX_PROBLEMS)
+    return values, ctx.lines

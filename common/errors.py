@@ -6,6 +6,7 @@ from __future__ import annotations
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # a bad value can be megabytes long: a message shows its start and end, never all of it
 MAX_PART = 300
+MAX_FIX = 600
 
 
 def shorten(text: str, limit: int = MAX_PART) -> str:
@@ -28,8 +29,26 @@ class QcdoctorError(Exception):
         self.file = shorten(file) if file else file
         self.line = line
         self.key = shorten(key) if key else key
-        self.fix = shorten(fix) if fix else fix
+        # a fix is our own wording (a list of the keys allowed, say): kept whole up to a
+        # longer limit than the parts that can hold a user's text
+        self.fix = shorten(fix, MAX_FIX) if fix else fix
+        self.problems: list[QcdoctorError] = [self]     # every problem of the file, in order
+        self.limit = len(self.problems)                 # how many of them the message lists
         super().__init__(self.render())
+
+    @classmethod
+    def together(cls, problems: list[QcdoctorError], limit: int = 20) -> QcdoctorError:
+        """The problems of one file as one error, listed in the order found (a linter's way:
+        one run shows them all); the first one's file, line and key are the error's own."""
+        if len(problems) == 1:
+            return problems[0]
+        first = problems[0]
+        error = cls(first.problem, file=first.file, line=first.line, key=first.key,
+                    fix=first.fix)
+        error.problems = [error, *problems[1:]]
+        error.limit = limit
+        error.args = (error.render(),)
+        return error
 
     def inside_bundle(self, folder, bundle) -> QcdoctorError:
         """This error with a file extracted from ``bundle`` into ``folder`` (gone once the
@@ -41,10 +60,27 @@ class QcdoctorError(Exception):
             if self.line:
                 member += f":{self.line}"
             self.file, self.line = f"{bundle}: {member}", None
-            self.args = (self.render(),)
+        for problem in self.problems[1:]:
+            problem.inside_bundle(folder, bundle)
+        self.args = (self.render(),)
         return self
 
     def render(self) -> str:
+        """The message as shown; several problems: a count, then each on its lines."""
+        if len(self.problems) <= 1:
+            return self._render_one()
+        from qcdoctor.safe_text import visible
+        shown = self.problems[:self.limit]
+        head = f"{visible(self.file, lines=False)}: " if self.file else ""
+        lines = [f"{head}{len(self.problems)} problems:"]
+        for problem in shown:
+            lines.append("- " + problem._render_one().replace("\n", "\n  "))
+        if len(shown) < len(self.problems):
+            lines.append(f"- ... and {len(self.problems) - len(shown)} more (fix these and run "
+                         "again)")
+        return "\n".join(lines)
+
+    def _render_one(self) -> str:
         """The message as shown: every part made visible (a key of case.yaml may hold an
         ESC sequence; common/safe_text.py), the file and key on their line."""
         from qcdoctor.safe_text import visible
