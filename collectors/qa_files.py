@@ -11,6 +11,8 @@ SENSITIVITY_RE = re.compile(r"^output_(?P<output>.+?)(?:_case_(?P<case>\d+))?_(?
                             r"Cosine|MSE|KL|SQNR)_sensitive_ops\.(?P<ext>txt|pt)$", re.IGNORECASE)
 # written by ``qcdoctor probe`` beside its tables: where the numbers came from
 PROBE_MANIFEST = "probe_run.yaml"
+# written beside it by ``qcdoctor probe --try-fixes``: the remedies it measured
+FIX_TRIALS = "fix_trials.yaml"
 
 
 def load_probe_manifest(path):

@@ -21,6 +21,7 @@ from qcdoctor.collectors.qa_files import (
     ADVISOR_NAMES,
     BADCASE_NAMES,
     COMPARE_NAMES,
+    FIX_TRIALS,
     PROBE_MANIFEST,
     SENSITIVITY_RE,
     load_probe_manifest,
@@ -305,6 +306,11 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
         probe = _read(facts, prel, _probe_manifest, found[PROBE_MANIFEST], files=files,
                       kind="config")
     kind, baseline, analysis_stage, known = _comparison(case, rel, compare, probe)
+    if FIX_TRIALS in found:             # the remedies qcdoctor probe --try-fixes measured
+        from qcdoctor.collectors.fix_trials import load_fix_trials
+        frel = f"{rel}/{FIX_TRIALS}" if rel != "." else FIX_TRIALS
+        facts += _read(facts, frel, load_fix_trials, found[FIX_TRIALS], rel, frel,
+                       files=files, kind="config") or []
     sens_paths = sorted(p for n, p in found.items() if SENSITIVITY_RE.match(n))
     # prefer .txt over .pt of the same table
     stems = {p.name.rsplit(".", 1)[0] for p in sens_paths if p.suffix == ".txt"}

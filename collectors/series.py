@@ -17,7 +17,9 @@ if TYPE_CHECKING:       # numpy and pandas load only for cases with tables (see 
     from qcdoctor.collectors.compare_layers import LayerReading, LayerTable
     from qcdoctor.collectors.sensitivity import SensitivityFile
 
-SERIES_TYPES = ("layer_series", "sensitivity_series", "dump_series")
+# fix_trials_series: a whole fix_trials.yaml (collectors/fix_trials.py), for the report's
+# fix_trials section and its chart
+SERIES_TYPES = ("layer_series", "sensitivity_series", "dump_series", "fix_trials_series")
 KEEP_ALL = 1500          # tables up to this many rows are kept whole
 BUCKETS = 400            # above it: per bucket the min and max of each metric
 SENSITIVITY_TOP = 15     # ops shown per sensitivity table

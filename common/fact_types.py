@@ -38,6 +38,16 @@ ADVISOR_KINDS = ("asymmetric_input", "large_input_range", "output_not_high_preci
                  "other")
 MODEL_CHECK_KINDS = ("unfused", "called_zero", "shared", "dequant_low_precision",
                      "averaging_constant", "float_input", "abnormal_compute")
+# fix_trials.yaml (qcdoctor probe --try-fixes, collectors/fix_trials.py): the remedies tried
+# on a copy of the analysis model; int16 is activation and weight together. float is no
+# remedy one deploys: it bounds what any quantization setting of its layers can remove
+FIX_TRIALS_SCHEMA = "qcdoctor/fix-trials-v1"
+FIX_KINDS = ("int16_activation", "int16_weight", "int16", "fixed_scale", "per_channel", "float")
+DEPLOYABLE_FIXES = tuple(f for f in FIX_KINDS if f != "float")
+FIX_METRICS = ("Cosine", "L1", "MSE")
+# the layers of one trial in one text field: qualified names joined by this (a name holding
+# a comma is refused when read, so splitting on it gives the names back exactly)
+LAYER_SEPARATOR = ", "
 
 
 @dataclass(frozen=True)
@@ -236,6 +246,42 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                     "max": _f(), "dtype": _s(default="")},
     "model_check": {"kind": _s(*MODEL_CHECK_KINDS), "count": _i(0), "modules": _s(default=""),
                     "detail": _s(default="")},
+    # --- measured fixes (collectors/fix_trials.py): "analysis" is the probe's folder. One
+    # fix_trial per trial, best first (rank 1); reaches: it meets the file's target (error
+    # removed at least target_removed, or a Cosine at least target_cosine when one is given)
+    "fix_trial": {"analysis": _s(default=""), "rank": _i(0), "fix": _s(*FIX_KINDS),
+                  "layers": _s(default=""), "layer_count": _i(0), "after": _f(),
+                  "error_removed": _f(), "forwards": _i(0), "reaches": _b(),
+                  "deployable": _b()},
+    # the search of one folder: single_* is the best one-layer trial of a remedy one can
+    # deploy (single_tried: there is one), best_* the best such trial of any size
+    # (measured: there is one), float_* the best float trial (the upper bound); greedy_*
+    # the greedy set (greedy: the file has one), its size and whether it reached the target
+    "fix_trials": {"analysis": _s(default=""), "metric": _s(*FIX_METRICS),
+                   # before_known: false when the file gives no figure before any fix
+                   # within_target: the output met the target before any fix
+                   "output": _s(default=""), "before": _f(), "before_known": _b(),
+                   "within_target": _b(),
+                   "target_removed": _f(),
+                   "target_cosine": _f(), "cosine_target": _b(), "budget": _i(0),
+                   "forwards": _i(0), "candidates": _i(0), "trials": _i(0), "notes": _i(0),
+                   "measured": _b(), "best_fix": _s(*FIX_KINDS, "", default=""),
+                   "best_layers": _s(default=""), "best_after": _f(), "best_removed": _f(),
+                   "single_tried": _b(), "single_reaches": _b(),
+                   "single_fix": _s(*FIX_KINDS, "", default=""),
+                   "single_layer": _s(default=""), "single_after": _f(),
+                   "single_removed": _f(),
+                   "greedy": _b(), "greedy_fix": _s(*FIX_KINDS, "", default=""),
+                   "greedy_layers": _s(default=""), "greedy_size": _i(0),
+                   "greedy_after": _f(), "greedy_removed": _f(), "greedy_forwards": _i(0),
+                   "greedy_reached": _b(), "greedy_deployable": _b(),
+                   # a remedy one can deploy reaches the target: one layer's, or the
+                   # greedy set's
+                   "reached": _b(),
+                   "float_tried": _b(), "float_layers": _s(default=""), "float_after": _f(),
+                   "float_removed": _f(),
+                   # the file's caveats: measured on one input; in fake quantization only
+                   "one_input": _b(), "fake_quant_only": _b()},
     "deploy_branch_hint": {"node": _s(default=""), "target": _s(default="")},
     "graph_loaded": {"nodes": _i(0)},
     "artifact_problem": {"file": _s(default=""), "problem": _s(default=""),

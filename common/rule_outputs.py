@@ -107,7 +107,12 @@ def _check_next_action(a, where: str) -> None:
         _fail(f"next_action rank must be one of {', '.join(ACTION_RANKS)}", where,
               "then.next_action.rank",
               "fix_failed: fixes a failed checklist item; redo_invalid: redoes an invalid "
-              "analysis run; located: the remedy of the op the analysis located")
+              "analysis run; measured: a remedy whose effect was measured on the model "
+              "(give its effect, the error it removed); located: the remedy of the op the "
+              "analysis located")
+    if a.get("rank") == "measured" and a.get("effect") is None:
+        _fail("a measured next_action needs its effect (the error it removed, 0..1)", where,
+              "then.next_action.effect", "e.g. effect: \"{fix_trials.single_removed}\"")
     for key in ("baseline", "analysis", "stage_to_evaluate"):
         value = a.get(key)
         if value is not None and value not in STAGES and "{" not in str(value):

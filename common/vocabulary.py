@@ -18,13 +18,19 @@ ACTION_KINDS = ("evaluate_stage", "quant_analysis", "lut_bisect", "bc_editor", "
 COST_CLASSES = ("verify", "analyse", "retrain")
 # knowledge.md §16 R3.6: ahead of the cost classes come, in this order, the fix of a failed
 # checklist item, redoing an analysis run that was invalid (R3.5: a torch-vs-bc run made in
-# one run where it needs two) and the remedy of the op the analysis located; a remedy that
-# needs QAT is not put ahead when the user cannot retrain (R3.7)
-ACTION_RANKS = ("fix_failed", "redo_invalid", "located")
+# one run where it needs two), a remedy whose effect was measured on the model (qcdoctor
+# probe --try-fixes: measured beats inferred, and several measured ones rank by the error
+# they removed, their ``effect``) and the remedy of the op the analysis located; a remedy
+# that needs QAT is not put ahead when the user cannot retrain (R3.7)
+ACTION_RANKS = ("fix_failed", "redo_invalid", "measured", "located")
 PITFALL_IDS = ("single_frame_evidence", "unverified_quantized_bc", "skipped_qat_export",
                "fake_quant_state", "input_format_mismatch", "worst_layer_as_root",
                "level2_first", "strategy_for_lut", "no_sensitivity",
-               "quantanalysis_for_deploy", "level_without_retrain")
+               "quantanalysis_for_deploy", "level_without_retrain",
+               # a remedy qcdoctor probe measured (fix_trials.yaml) kept without the checks
+               # its caveats call for: evaluating the dataset (it was measured on one
+               # input), and the compiled model (it was measured in fake quantization)
+               "measured_on_one_input", "measured_in_fake_quant")
 SEVERITIES = ("info", "warning", "error")
 # QuantAnalysis analysis_model_type: the stages each compares by default, and the older
 # profilers' names for the same types (knowledge.md §6, §15)
@@ -75,7 +81,9 @@ def needs_two_runs(baseline: str, analysis: str, input_format_differs: bool,
 
 
 GROUPS = {"gate": "GT", "stage": "ST", "analysis": "AN", "consistency": "CS",
-          "pitfalls": "PF", "artifacts": "AR", "layers": "LY", "deploy": "DP"}
+          "pitfalls": "PF", "artifacts": "AR", "layers": "LY", "deploy": "DP",
+          # remedies measured on the model (fix_trials.yaml)
+          "fixes": "FX"}
 
 # Display names of chain stages (artifact names are the same in both languages).
 STAGE_LABELS = {"float": "float.pt", "calib": "calib.pt", "qat": "qat.pt",

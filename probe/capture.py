@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from qcdoctor.errors import QcdoctorError
 from qcdoctor.probe.layers import (
     FOLLOWERS,
     NOT_TENSOR,
@@ -873,14 +874,15 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
     base_recorder = _Recorder(on_base)
     analysis_recorder = _Recorder(on_analysis)
     try:
-        with torch.no_grad():     # not inference mode: views and versions tell in-place writes
+        # not inference mode: views and versions tell in-place writes
+        with torch.no_grad(), _running("baseline"):
             result.baseline_outputs = flatten_output(
                 _run(baseline, args, kwargs, base_recorder, keep_base, quantized=False,
                      inputs=True, plan=plans[0], guard=base_guard,
                      attributes=_attributes(plans[1])))
         base_guard.clear()
         result.changed = [key[0] for key in store.changed()]
-        with torch.inference_mode():
+        with torch.inference_mode(), _running("analysis"):
             result.analysis_outputs = flatten_output(
                 _run(analysis, args, kwargs, analysis_recorder, keep_analysis, quantized=True,
                      inputs=False, plan=plans[1]))
@@ -896,6 +898,23 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
             result.graph_names = {n: layer.name for n, layer in plan.layers.items()}
             break
     return result
+
+
+@contextmanager
+def _running(side: str):
+    """A model that fails on the inputs (a shape it does not take, a missing argument) is
+    one clear error naming the model, its own exception kept as the cause."""
+    try:
+        yield
+    except QcdoctorError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever the user's forward raises
+        lines = str(exc).strip().splitlines()
+        what = f"{type(exc).__name__}: {lines[0][:200]}" if lines else type(exc).__name__
+        raise QcdoctorError(f"the {side} model fails on the inputs ({what})", key="inputs",
+                            fix="give one forward call's arguments that both models take: a "
+                                "tensor, a tuple/list of positional arguments or a dict of "
+                                "keyword arguments") from exc
 
 
 def _counterpart(key: Key, sig: Sig | None, chain, base: dict,

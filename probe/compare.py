@@ -7,10 +7,14 @@ row's own name: the end of the same fused pattern) and ``match`` (``name``,
 ``pattern_end``, or ``unaligned`` / ``fused_intermediate`` for rows whose two sides
 compute different things: their metrics are left empty, as the profiler leaves a fused
 intermediate's). Readers that know the 23 columns ignore the two.
+
+With ``try_fixes``, candidate remedies are then measured on a deep copy of the analysis
+model and written as fix_trials.yaml (probe/fix_trials.py).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from collections.abc import Callable
@@ -23,6 +27,7 @@ from torch import nn
 from qcdoctor.collectors.qa_files import PROBE_MANIFEST, load_probe_manifest
 from qcdoctor.collectors.qa_writers import LAYOUTS, ROW_KEYS, write_sensitivity
 from qcdoctor.errors import QcdoctorError
+from qcdoctor.probe import fix_trials as fixes
 from qcdoctor.probe.capture import LayerRows, compare_layers
 from qcdoctor.probe.quantizers import (
     QuantizerAdapter,
@@ -61,6 +66,7 @@ class ProbeResult:
     matched_share: float = 1.0             # compared / every analysis output
     warnings: list[str] = field(default_factory=list)
     changed_in_place: list[str] = field(default_factory=list)   # rows that may be wrong
+    fix_trials: dict | None = None         # fix_trials.yaml's document (try_fixes)
 
     @property
     def mostly_unmatched(self) -> bool:
@@ -71,7 +77,9 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
                    sensitivity: bool = True, metric: str = "L1", names: list[str] | None = None,
                    analysis_model_type: str = "fake_quant", device: str | None = None,
                    adapter: QuantizerAdapter | None = None,
-                   progress: Callable[[str, int, int], None] | None = None) -> ProbeResult:
+                   progress: Callable[[str, int, int], None] | None = None,
+                   try_fixes: bool = False, fix_budget: int = fixes.DEFAULT_BUDGET,
+                   fix_target=None, fix_metric: str = "Cosine") -> ProbeResult:
     """Compare every layer output of ``analysis`` with ``baseline`` on ``inputs`` and write
     compare_per_layer_out.{csv,txt}, the sensitivity tables and probe_run.yaml to ``out_dir``.
 
@@ -80,6 +88,12 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     position or key). device: move both models and the inputs there (default: the
     models stay where they are, the inputs follow the analysis model). Both models run
     in eval mode with their observers frozen; modes and switches are restored after.
+
+    try_fixes: then measure candidate remedies on a deep copy of ``analysis`` and write
+    fix_trials.yaml (``result.fix_trials``): at most ``fix_budget`` forward passes, the
+    figures in ``fix_metric`` (Cosine, L1 or MSE), a fix good enough when it removes
+    ``fix_target`` of the output error (a share, default 0.9; or a dict / "key=value"
+    text of ``error_removed`` and ``cosine``; Cosine >= 0.999 also counts by default).
     """
     if metric not in METRICS:
         raise QcdoctorError(f"unknown metric {metric!r}", key="metric",
@@ -88,6 +102,10 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
         raise QcdoctorError(f"unknown analysis_model_type {analysis_model_type!r}",
                             key="analysis_model_type",
                             fix=f"use one of {', '.join(ANALYSIS_TYPE_STAGES)}")
+    goal = fixes.check_options(fix_budget, fix_target, fix_metric) if try_fixes else None
+    adapter = adapter or TorchAoAdapter()
+    if try_fixes:
+        fixes.enabled_quantizers(analysis, adapter)     # before any work: something to try
     out = Path(out_dir)
     old_files = _check_out_dir(out)
     if device is not None:
@@ -116,15 +134,17 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
             tables = {}
             shapes = [(tuple(b.shape), tuple(a.shape))
                       for b, (_, a) in zip(reference, layers.analysis_outputs, strict=False)]
-            if sensitivity and (len(layers.analysis_outputs) != len(reference)
-                                or any(b != a for b, a in shapes)):
+            if (sensitivity or try_fixes) and (len(layers.analysis_outputs) != len(reference)
+                                               or any(b != a for b, a in shapes)):
+                option = "sensitivity" if sensitivity else "try_fixes"
                 raise QcdoctorError("the two models' outputs differ in number or shape, so "
-                                    "their errors cannot be measured", key="sensitivity",
+                                    "their errors cannot be measured", key=option,
                                     fix="compare models with the same outputs, or run without "
-                                        "sensitivity (--no-sensitivity)")
+                                        + ("sensitivity (--no-sensitivity)" if sensitivity
+                                           else "--try-fixes"))
             if sensitivity:
-                per_output = sensitivity_pass(analysis, adapter or TorchAoAdapter(), run,
-                                              reference, metric, progress)
+                per_output = sensitivity_pass(analysis, adapter, run, reference, metric,
+                                              progress)
                 tables = dict(zip(named, per_output, strict=True))
     finally:
         restore_observers(frozen)
@@ -133,6 +153,8 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
             # look for parameters first)
             object.__setattr__(module, "training", training)
         release_scratch()
+    # the copy after the comparison (its memory released), before any file is written
+    trial_copy = _trial_copy(analysis) if try_fixes else None
     for stale in old_files:
         stale.unlink(missing_ok=True)
     result = _result(out, layers, tables)
@@ -145,7 +167,19 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
         for fmt in ("txt", "pt"):
             result.files.append(write_sensitivity(out, rows, output=name, metric=metric,
                                                   flops=False, fmt=fmt))
-    result.files.append(_write_manifest(result, analysis_model_type, metric))
+    try:
+        if trial_copy is not None:
+            document = fixes.try_fixes(trial_copy, adapter, run, reference, named,
+                                       layers.rows, out / "compare_per_layer_out.csv", tables,
+                                       budget=fix_budget, target=goal, metric=fix_metric,
+                                       progress=progress)
+            result.fix_trials = document
+            result.files.append(fixes.write_fix_trials(out, document))
+    finally:
+        trial_copy = None                  # the copy goes before the manifest is written
+        release_scratch()
+        # whatever happened, the folder lists what was written (a rerun may replace it)
+        result.files.append(_write_manifest(result, analysis_model_type, metric))
     for message in result.warnings:
         warnings.warn(message, ProbeWarning, stacklevel=2)
     return result
@@ -324,6 +358,23 @@ def _write_manifest(result: ProbeResult, kind: str, metric: str) -> Path:
         _WRITTEN.clear()
     _WRITTEN[str(path)] = (text, document["files"])
     return path
+
+
+def _trial_copy(analysis: nn.Module) -> nn.Module:
+    """A deep copy of the analysis model for the fix trials, in eval mode with its
+    observers frozen (the user's model keeps its own modes and switches)."""
+    try:
+        trial = copy.deepcopy(analysis)
+    except Exception as exc:  # noqa: BLE001 - whatever the user's modules hold
+        lines = str(exc).strip().splitlines()
+        raise QcdoctorError(f"the analysis model cannot be deep-copied for the fix trials "
+                            f"({type(exc).__name__}: {lines[0][:200] if lines else ''})",
+                            key="try_fixes",
+                            fix="keep no uncopyable state (open files, locks, generators) "
+                                "in the modules, or run without --try-fixes") from exc
+    _eval(trial)
+    freeze_observers(trial)
+    return trial
 
 
 def _modules(model: nn.Module) -> list[nn.Module]:

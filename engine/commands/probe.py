@@ -1,5 +1,6 @@
 """``qcdoctor probe``: layer metrics of two torch models, written as QuantAnalysis files
-(imports and runs the user's model code; needs torch)."""
+(imports and runs the user's model code; needs torch); with ``--try-fixes``, candidate
+remedies measured on a copy of the analysis model (fix_trials.yaml)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ ABOUT = dict(help="measure layer metrics of two torch models and write them as "
              description="Compare every layer output of two torch models on one input "
                          "and write compare_per_layer_out.{csv,txt}, "
                          "output_*_sensitive_ops.{txt,pt} and probe_run.yaml in the "
-                         "profiler's formats. MOD:ATTR imports MOD (run from its folder "
+                         "profiler's formats; with --try-fixes, also fix_trials.yaml: "
+                         "remedies tried on a copy of the analysis model and the output "
+                         "error each removes. MOD:ATTR imports MOD (run from its folder "
                          "or set PYTHONPATH): that runs your code, as pytest runs test "
                          "files. Needs torch.")
 
@@ -39,6 +42,19 @@ def declare(command) -> None:
                          help="names of the model outputs, comma-separated")
     command.add_argument("--device",
                          help="run both models there, e.g. cuda:0 (default: where they are)")
+    command.add_argument("--try-fixes", action="store_true",
+                         help="then try remedies on a copy of the analysis model (16-bit "
+                              "activation or weight, fixed scale, per-channel weights, fake "
+                              "quant off) and search the fewest layers to set at 16 bits; "
+                              "writes fix_trials.yaml")
+    command.add_argument("--fix-budget", type=int, default=200, metavar="N",
+                         help="forward passes the fix trials may spend (default 200)")
+    command.add_argument("--fix-target", metavar="SHARE|KEY=VALUE,...",
+                         help="when a fix is good enough: the share of the output error it "
+                              "removes (default 0.9), or error_removed=0.9,cosine=0.999 "
+                              "(Cosine 0.999 counts too by default)")
+    command.add_argument("--fix-metric", default="Cosine", choices=("Cosine", "L1", "MSE"),
+                         help="model-output metric of the fix trials (default Cosine)")
     command.add_argument("--lang", choices=("zh", "en"),
                          help="language of the summary (default: from the locale)")
 
@@ -61,7 +77,9 @@ def run(args, parser) -> int:
     result = compare_models(baseline, analysis, inputs, Path(args.out),
                             sensitivity=not args.no_sensitivity, metric=args.metric,
                             names=names, analysis_model_type=args.type, device=args.device,
-                            progress=Progress())
+                            progress=Progress(), try_fixes=args.try_fixes,
+                            fix_budget=args.fix_budget, fix_target=args.fix_target,
+                            fix_metric=args.fix_metric)
     lang = args.lang or locale_language()
     words = labels()[lang]["probe"]
     lines = [fill(words["done"], {"rows": len(result.rows), "out": args.out,
@@ -75,6 +93,45 @@ def run(args, parser) -> int:
             lines.append(fill(words["sensitivity"], {"output": output, "metric": args.metric,
                                                      "top": rows[0][0], "value": rows[0][3]},
                               lang))
+    if result.fix_trials is not None:
+        lines += fix_lines(result.fix_trials, words, lang)
     lines.append(fill(words["next"], {"out": args.out}, lang))
     print("\n".join(lines))
     return EXIT_OK
+
+
+def fix_lines(document: dict, words: dict, lang: str) -> list[str]:
+    """The summary of fix_trials.yaml: the figure before, the best remedy of one layer,
+    the 16-bit set the search found (or why there is none), the caveat."""
+    from qcdoctor.text import render as fill
+    metric = document["metric"]
+    lines = [fill(words["fixes"], {"output": document["output"], "metric": metric,
+                                   "before": "—" if document["before"] is None
+                                   else document["before"],
+                                   "forwards": document["forwards"],
+                                   "budget": document["budget"]}, lang)]
+    trials = document["trials"]
+    # the best remedy: the float trial is the upper bound, named only when nothing else ran
+    best = next((t for t in trials if t["fix"] != "float"), trials[0] if trials else None)
+    if best is None:
+        lines.append(words["fix_none"])
+    else:
+        lines.append(fill(words["fix_best"], {"fix": words["fix_kinds"][best["fix"]],
+                                              "layer": ", ".join(best["layers"]),
+                                              "metric": metric, "after": best["after"],
+                                              "removed": best["error_removed"]}, lang))
+    greedy = document["greedy"]
+    if greedy is None:
+        codes = [note.partition(":")[0] for note in document["notes"]]
+        why = next((words["fix_why"][c] for c in codes if c in words["fix_why"]),
+                   words["fix_why"]["other"])
+        lines.append(fill(words["fix_no_set"], {"why": why}, lang))
+    else:
+        layers = greedy["layers"]
+        shown = ", ".join(layers[:8]) + (" …" if len(layers) > 8 else "")
+        key = "fix_set" if greedy["reached"] else "fix_set_short"
+        lines.append(fill(words[key], {"count": len(layers), "names": shown, "metric": metric,
+                                       "after": greedy["after"],
+                                       "removed": greedy["error_removed"]}, lang))
+    lines.append(words["fix_caveat"])
+    return lines

@@ -6,6 +6,7 @@ The Diagnosis is a plain dict in the shape of the JSON report (schema
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 from qcdoctor import __version__
@@ -95,7 +96,17 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
         report["conclusion"]["evidence"].append({"rule": "", "text": _FALLBACK[lang],
                                                  "severity": "warning", "overridden": False})
     report["series"] = series_section(facts, series or [])
+    measured = fix_trials_section(series or [])
+    if measured:                        # only cases with fix_trials.yaml have the section
+        report["fix_trials"] = measured
     return report
+
+
+def fix_trials_section(series: list[dict]) -> list[dict]:
+    """The report's ``fix_trials``: per fix_trials.yaml read, the whole search (trials best
+    first, the greedy set, notes and caveats) as collectors/fix_trials.py checked it."""
+    return [{k: v for k, v in s.items() if k != "type"} for s in series
+            if s["type"] == "fix_trials_series"]
 
 
 def checklist_section(judged: dict[str, list[dict]], lang: str) -> list[dict]:
@@ -128,26 +139,45 @@ def checklist_section(judged: dict[str, list[dict]], lang: str) -> list[dict]:
 
 def _order_actions(actions: list[dict], facts: list[dict], lang: str) -> None:
     """The smallest verifiable action first: a ranked action (R3.6) ahead of the rest, then
-    by cost class, then (the sort is stable) by rule priority. A remedy that needs QAT says
-    so, and keeps its cost class (the last) when the user said they cannot retrain (R3.7)."""
+    by cost class, then by measured effect (the remedy that removed more of the output error
+    first; unmeasured actions have none), then (the sort is stable) by rule priority. A
+    remedy that needs QAT says so, and keeps its cost class (the last) when the user said
+    they cannot retrain (R3.7)."""
     cannot_retrain = any(f["type"] == "case" and f.get("retrain") == "no" for f in facts)
     label = (_CANNOT_RETRAIN if cannot_retrain else _NEEDS_RETRAINING)[lang]
     keys = {}
     for action in actions:
         rank = action.pop("rank", None)          # ordering only: not part of the report
+        # a measured remedy's share of the output error removed: the larger first
+        effect = _effect(action.pop("effect", None))
         if action["cost"] == "retrain":
             action["text"] = label + action["text"]
             if cannot_retrain:
                 rank = None
         keys[id(action)] = (ACTION_RANKS.index(rank) if rank else len(ACTION_RANKS),
-                            COST_CLASSES.index(action["cost"]))
+                            COST_CLASSES.index(action["cost"]), -effect)
     actions.sort(key=lambda action: keys[id(action)])
+
+
+def _effect(value) -> float:
+    """A filled ``effect`` as a number (0 when absent or not one: it only orders)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
 
 
 def _action(fired: Fired, case_context: dict, lang: str) -> dict:
     action = fired.produced["next_action"]
+    if "layers" in action:
+        # the layers the code sets, filled from the facts as collected: the engine's copy
+        # of a long text is cut, and the code must name every layer
+        collected = dict(zip(fired.bindings, fired.bound, strict=True))
+        action = {**action, "layers": fill(fired.rule.then["next_action"]["layers"], collected)}
     out = {"id": action["id"], "kind": action["kind"], "cost": action["cost"]}
-    for key in ("analysis_model_type", "baseline", "analysis", "stage_to_evaluate", "rank"):
+    for key in ("analysis_model_type", "baseline", "analysis", "stage_to_evaluate", "rank",
+                "effect"):
         if action.get(key):
             out[key] = action[key]
     out["text"] = fired.message

@@ -22,6 +22,7 @@ import math
 import re
 from functools import lru_cache
 
+from qcdoctor.fact_types import LAYER_SEPARATOR
 from qcdoctor.package_data import load_yaml
 from qcdoctor.templating import new_environment
 from qcdoctor.vocabulary import (
@@ -31,6 +32,7 @@ from qcdoctor.vocabulary import (
     needs_two_runs,
     stage_label,
 )
+from qcdoctor.wording import id_words
 
 # profiler releases before the rename call the types by these names
 OLD_ANALYSIS_TYPE = {new: old for old, new in OLD_ANALYSIS_NAMES.items()}
@@ -174,9 +176,22 @@ def snippet_context(action: dict, case_context: dict, lang: str = "en") -> dict:
         "old_level": action.get("old_level"),
         "plugin_numbering": case_context.get("plugin_numbering", "unknown"),
         "layer": action.get("layer", ""),
+        # a measured remedy (fix_trials.yaml): the fix and exactly the layers it was
+        # measured on; a single ``layer`` stands for a list of one
+        "fix": str(action.get("fix", "")),
+        "fix_words": comment(id_words(str(action.get("fix", "")), lang)),
+        "layers": _layers(action),
         "lut_ops": [op for op in str(action.get("ops", "")).split(",") if op],
         "limit": _number(action.get("limit")),
     }
+
+
+def _layers(action: dict) -> list[str]:
+    """The qualified layer names of ``layers`` (joined as fact fields join them; a name
+    holding the separator is refused when fix_trials.yaml is read), else ``layer``."""
+    if action.get("layers"):
+        return [name for name in str(action["layers"]).split(LAYER_SEPARATOR) if name]
+    return [str(action["layer"])] if action.get("layer") else []
 
 
 def _level(value) -> int | None:

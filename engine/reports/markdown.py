@@ -75,7 +75,9 @@ def md_fenced(code: str, lang: str = "python") -> str:
 
 
 FILTERS = {"t": md_message, "u": md_text, "c": md_code, "fenced": md_fenced,
-           "cell": lambda v: md_message(v, cell=True)}
+           "cell": lambda v: md_message(v, cell=True),
+           # user text (layer names) in a table cell
+           "ucell": lambda v: md_text(v, cell=True)}
 
 
 @lru_cache(maxsize=1)

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache, partial
 
+from qcdoctor.engine.reports.view import FIX_TRIALS_SHOWN
 from qcdoctor.fact_types import CHECKLIST_STATUSES
 from qcdoctor.safe_text import visible_data
 from qcdoctor.vocabulary import stage_label
@@ -32,7 +33,7 @@ LABEL_CHARS = 48          # names longer than this are cut in axis labels (kept 
 @dataclass
 class Plot:
     id: str
-    kind: str           # stages, layers, sensitivity, dumps, audit: where the page shows it
+    kind: str           # stages, layers, sensitivity, dumps, fixes, audit: where the page shows it
     caption: str
     svg: str
 
@@ -263,6 +264,51 @@ def dump_bars(pair: dict, index: int, L: dict, lang: str) -> Plot:
     return Plot(plot_id, "dumps", P["dump_caption"], _svg(fig, plot_id))
 
 
+def fix_bars(run: dict, index: int, L: dict, shown: int) -> Plot:
+    """The output error each trial of one fix_trials.yaml removed (its ``shown`` best, the
+    best at the top) and the greedy set's, against the target: green reaches it, blue
+    falls short, float (the upper bound, no remedy) grey and hatched."""
+    F = L["fixes"]
+    C = F["chart"]
+    bars = [(f"{F['fix'][t['fix']]}: {_short(', '.join(t['layers']))}", t["error_removed"],
+             "float" if t["fix"] == "float" else "reaches" if t["reaches"] else "short")
+            for t in run["trials"][:shown]]
+    greedy = run.get("greedy")
+    if greedy is not None:
+        bars.insert(0, (C["greedy"].format(size=len(greedy["layers"])), greedy["error_removed"],
+                        "greedy"))
+    style = {"reaches": (GREEN, ""), "short": (BLUE, ""), "float": (GREY, "//"),
+             "greedy": (AMBER, "..")}
+    bars = bars[::-1]                               # the first bar at the top
+    left = 0.45 + _text_inches([label for label, _, _ in bars])
+    fig, axes = _figure(8.5, 1.5 + 0.28 * max(len(bars), 1), left=left, bottom=0.55)
+    ax = axes[0][0]
+    drawn = ax.barh(range(len(bars)), [value for _, value, _ in bars],
+                    color=[style[kind][0] for _, _, kind in bars])
+    for bar, (_, _, kind) in zip(drawn, bars, strict=True):
+        bar.set_hatch(style[kind][1])
+    ax.set_yticks(range(len(bars)), [label for label, _, _ in bars], fontsize=8)
+    target = run["target"]["error_removed"]
+    ax.axvline(target, color=RED, linestyle="--", linewidth=1)
+    from matplotlib.ticker import FuncFormatter
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.0%}"))
+    ax.set_xlim(min(0.0, *(value for _, value, _ in bars)), 1.0)
+    ax.set_title(C["title"].format(analysis=_short(run["analysis"])))
+    ax.set_xlabel(C["x"])
+    ax.set_ylabel(C["y"])
+    ax.grid(axis="x", alpha=0.3)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    kinds = {kind for _, _, kind in bars}
+    handles = [Line2D([], [], color=RED, linestyle="--", label=C["target"].format(
+        target=f"{target:.0%}"))]
+    handles += [Patch(facecolor=style[kind][0], hatch=style[kind][1], label=C[kind])
+                for kind in ("reaches", "short", "float") if kind in kinds]
+    ax.legend(handles=handles, loc="lower right", fontsize=8)
+    plot_id = f"plot-fixes-{index}"
+    return Plot(plot_id, "fixes", C["caption"], _svg(fig, plot_id))
+
+
 def audit_matrix(checklist: list[dict], L: dict) -> Plot:
     P = L["view"]["plot"]
     items = checklist[::-1]                          # the first item at the top
@@ -308,6 +354,10 @@ def report_plots(report: dict, L: dict, kinds: set[str] | None = None) -> list[P
                  for i, t in enumerate(series["sensitivity"]) if t["ops"]]
     drawings += [("dumps", partial(dump_bars, p, i, L, lang))
                  for i, p in enumerate(series["dumps"]) if p["outputs"]]
+    # index i matches the view's plot-fixes-i of the same file
+    drawings += [("fixes", partial(fix_bars, run, i, L, FIX_TRIALS_SHOWN))
+                 for i, run in enumerate(visible_data(report.get("fix_trials") or []))
+                 if run["trials"] or run.get("greedy")]
     if checklist:
         drawings.append(("audit", partial(audit_matrix, checklist, L)))
     return _drawn([draw for kind, draw in drawings if kinds is None or kind in kinds])

@@ -15,7 +15,15 @@ from dataclasses import dataclass
 
 from qcdoctor.collectors.yaml_schema import Choice, Flag, ListOf, Mapping, Number, Spec, Text
 from qcdoctor.errors import QcdoctorError
-from qcdoctor.fact_types import CHECKLIST_ITEMS, CHECKLIST_STATUSES, CONCLUSION_STAGES, FACT_TYPES
+from qcdoctor.fact_types import (
+    CHECKLIST_ITEMS,
+    CHECKLIST_STATUSES,
+    CONCLUSION_STAGES,
+    FACT_TYPES,
+    FIX_KINDS,
+    FIX_METRICS,
+    FIX_TRIALS_SCHEMA,
+)
 from qcdoctor.vocabulary import COST_CLASSES
 
 REPORT_SCHEMA_ID = "qcdoctor/report-v1"
@@ -40,6 +48,12 @@ _FACT = Fact()
 _RULED_TEXT = Mapping({"rule": Text(), "text": Text(), "severity": _SEVERITY})
 _PITFALLS = ListOf(Mapping({"id": Text(), "text": Text(), "correct_practice": Text(),
                             "rule": Text(), "severity": _SEVERITY}, required=("id", "text")))
+
+_FIX_TRIAL = Mapping({"fix": Choice(FIX_KINDS), "layers": ListOf(Text()), "after": Number(),
+                      "error_removed": Number(), "forwards": Number(integer=True),
+                      # whether it meets the file's target (added when read)
+                      "reaches": Flag()},
+                     required=("fix", "layers", "after", "error_removed"))
 
 REPORT_SPEC = Mapping({
     "schema": Text(const=REPORT_SCHEMA_ID),
@@ -92,6 +106,18 @@ REPORT_SPEC = Mapping({
                        "layers": ListOf(Mapping(values=Anything())),
                        "sensitivity": ListOf(Mapping(values=Anything())),
                        "dumps": ListOf(Mapping(values=Anything()))}),
+    # remedies qcdoctor probe --try-fixes measured, one entry per fix_trials.yaml read
+    # (docs/reports.md); a case without one has no such key
+    "fix_trials": ListOf(Mapping({
+        "analysis": Text(), "source": Text(), "schema": Text(const=FIX_TRIALS_SCHEMA),
+        "metric": Choice(FIX_METRICS), "output": Text(), "before": Number(),
+        "target": Mapping({"error_removed": Number(), "cosine": Number()},
+                          required=("error_removed",)),
+        "budget": Number(integer=True), "forwards": Number(integer=True),
+        "candidates": ListOf(Text()), "trials": ListOf(_FIX_TRIAL),
+        "greedy": Mapping({**_FIX_TRIAL.fields, "reached": Flag()}),
+        "notes": ListOf(Text()), "caveats": ListOf(Text())},
+        required=("analysis", "metric", "target", "trials"))),
 }, required=("schema", "case", "language", "conclusion", "missing", "checklist", "pitfalls",
              "facts"))
 # given in every report; all but these may be null too

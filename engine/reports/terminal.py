@@ -141,6 +141,38 @@ def _needed_line(view: dict, item: dict):
                  _rule_id(item["rule"]))
 
 
+def _fix_trials(view: dict) -> list:
+    """The remedies qcdoctor probe measured, per fix_trials.yaml: what the Markdown and
+    HTML reports show in their section of that name (nothing without one)."""
+    from rich.table import Table
+    L, sep = view["L"], view["sep"]
+    F = L["fixes"]
+    parts = [_text(F["title"], "bold")] if view["fix_trials"] else []
+    for f in view["fix_trials"]:
+        parts.append(_message(f["head"]))
+        if f["rows"]:
+            table = Table(expand=True)
+            for title, ratio in ((F["col_fix"], 2), (F["col_layers"], 4), (f["col_after"], 1),
+                                 (F["col_removed"], 1), (F["col_forwards"], 1)):
+                table.add_column(title, ratio=ratio)
+            for t in f["rows"]:
+                fix = _line(_text(t["fix"] + " "), _badge("pass", F["reaches"])) \
+                    if t["reaches"] else _text(t["fix"])
+                table.add_row(fix, _text(t["layers"], CODE), _text(t["after"]),
+                              _text(t["removed"]), _text(t["forwards"]))
+            parts.append(table)
+            if f["more"]:
+                parts.append(_text(f["more"], DIM))
+        else:
+            parts.append(_text(f["empty"]))
+        lines = [_message(f["greedy"])]
+        lines += [_line(_text(f"{F['notes']}{sep}"), _text(n)) for n in f["notes"]]
+        if f["caveats"]:
+            lines.append(_text(f"{F['caveats']}{sep}{L['semicolon'].join(f['caveats'])}"))
+        parts.append(_bullets(lines))
+    return parts
+
+
 def _triage_parts(view: dict) -> list:
     r, L, sep = view["r"], view["L"], view["sep"]
     from rich.table import Table
@@ -182,6 +214,7 @@ def _triage_parts(view: dict) -> list:
         findings.append(_text(f"{L['qa_summary']}{sep}{view['qa_summary']}"))
     findings.append(_line(_text(f"{L['fixes_applied']}{sep}"), _message(view["fixes_applied"])))
     parts += [_heading(L["findings"]), _bullets(findings)]
+    parts += _fix_trials(view)
     for title, items in ((L["pitfalls"], r["pitfalls"]), (L["cautions"], r.get("cautions", []))):
         if items:
             parts += [_text(title, "bold"), _bullets(

@@ -96,7 +96,55 @@ def view_model(report: dict) -> dict:
         "consistency_line": _consistency_line(report, L),
         "rules_fired": list(dict.fromkeys(t["rule"] for t in report["trace"])),
         "needed": _needed(report, L, lang),
+        "fix_trials": fix_trials_view(report, L, lang),
     }
+
+
+# trials listed per folder in the reports' tables and chart (the JSON has every one)
+FIX_TRIALS_SHOWN = 15
+
+
+def _percent(share: float) -> str:
+    return f"{share:.1%}"
+
+
+def fix_trials_view(report: dict, L: dict, lang: str) -> list[dict]:
+    """Per fix_trials.yaml read (the report's ``fix_trials``): its heading line, the best
+    trials as table rows, the greedy set, the notes and the caveats, in the report's words;
+    ``plot_id`` names its chart in the HTML report."""
+    F = L["fixes"]
+    out = []
+    for index, run in enumerate(report.get("fix_trials") or []):
+        metric, target = run["metric"], run["target"]
+        cosine = F["cosine"].format(cosine=f"{target['cosine']:.6g}") if "cosine" in target else ""
+        # filled as rule messages are: a name from the file never brings a backtick
+        head = fill(F["head"], {"analysis": run["analysis"], "source": run["source"],
+                                "output": str(run["output"]), "metric": metric,
+                                "before": "—" if run["before"] is None
+                                else f"{run['before']:.6g}",
+                                "target": _percent(target["error_removed"]), "cosine": cosine,
+                                "forwards": run["forwards"], "budget": run["budget"],
+                                "candidates": len(run["candidates"])}, lang)
+        rows = [{"fix": F["fix"][t["fix"]], "layers": L["list"].join(t["layers"]),
+                 "after": f"{t['after']:.6g}", "removed": _percent(t["error_removed"]),
+                 "forwards": str(t["forwards"]), "reaches": t["reaches"]}
+                for t in run["trials"][:FIX_TRIALS_SHOWN]]
+        hidden = len(run["trials"]) - len(rows)
+        greedy = run.get("greedy")
+        greedy_line = F["greedy_none"] if greedy is None else fill(F["greedy"], {
+            "size": len(greedy["layers"]), "fix": F["fix"][greedy["fix"]], "metric": metric,
+            "after": f"{greedy['after']:.6g}", "removed": _percent(greedy["error_removed"]),
+            "forwards": greedy["forwards"],
+            "reached": F["reached"] if greedy["reached"] else F["not_reached"],
+            "layers": L["list"].join(greedy["layers"])}, lang)
+        out.append({"name": run["analysis"], "head": head, "rows": rows,
+                    "col_after": F["col_after"].format(metric=metric),
+                    "more": F["more"].format(count=hidden) if hidden > 0 else "",
+                    "empty": F["no_trials"] if not rows else "", "greedy": greedy_line,
+                    "notes": list(run["notes"]),
+                    "caveats": [F["caveat"][c] for c in run["caveats"]],
+                    "plot_id": f"plot-fixes-{index}"})
+    return out
 
 
 # next actions that wait for something only the user can give (a stage result, a bad

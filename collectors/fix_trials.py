@@ -1,0 +1,354 @@
+"""fix_trials.yaml: the remedies ``qcdoctor probe --try-fixes`` applied to a copy of the
+analysis model, and how much of the model output's error each one removed (schema
+``qcdoctor/fix-trials-v1``, written beside the probe's compare_per_layer_out and
+probe_run.yaml).
+
+The file is read whole or not at all: every key and type is checked, and a file with a
+problem is refused with the keys named (an ``artifact_problem`` of the folder's reading,
+never a traceback), since a trial left out would change what "no single layer reaches the
+target" means. A schema other than v1 is refused with what to do about it.
+
+What the rules read: one ``fix_trials`` fact per file (the target, the best trials, the
+greedy set, the caveats) and one ``fix_trial`` fact per trial, best first (at most
+``TRIAL_FACTS``). The whole file, trials and candidates included, goes to the report's
+``fix_trials`` section as a ``fix_trials_series`` record, kept apart from the facts as the
+plot series are (collectors/series.py).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from qcdoctor.collectors.reasons import Reason, joined, reason, with_fix
+from qcdoctor.fact_types import (
+    DEPLOYABLE_FIXES,
+    FACT_TYPES,
+    FIX_KINDS,
+    FIX_METRICS,
+    FIX_TRIALS_SCHEMA,
+    LAYER_SEPARATOR,
+)
+from qcdoctor.source_locations import at
+
+SCHEMA = FIX_TRIALS_SCHEMA
+CAVEATS = ("one_input", "fake_quant_only")
+SERIES_TYPE = "fix_trials_series"
+TRIAL_FACTS = 50            # fix_trial facts per file (the report's section has them all)
+SHOWN_PROBLEMS = 3          # problems of one file named in its artifact problem
+# the keys of the file and of one trial or greedy set; greedy, notes and before may be
+# left out or null
+_TOP = ("schema", "metric", "output", "before", "target", "budget", "forwards", "candidates",
+        "trials", "greedy", "notes", "caveats")
+# before is null when the analysis model's output gave no finite figure (its notes say so)
+_OPTIONAL = ("greedy", "notes", "before")
+_TRIAL = ("fix", "layers", "after", "error_removed", "forwards")
+_GREEDY = (*_TRIAL, "reached")
+_TARGET = ("error_removed", "cosine")
+# the values a model-output metric can take: Cosine is a similarity, L1 and MSE errors
+_METRIC_RANGE = {"Cosine": (-1.0, 1.0), "L1": (0.0, math.inf), "MSE": (0.0, math.inf)}
+
+
+class _Bad(Exception):
+    """The value being read has a problem (recorded): the reader goes on with the next."""
+
+
+class _Reading:
+    """The problems of one file, each naming its key, collected in the order found."""
+
+    def __init__(self) -> None:
+        self.problems: list[Reason] = []
+
+    def fail(self, problem: Reason):
+        self.problems.append(problem)
+        raise _Bad
+
+    def mapping(self, value, key: str, keys: tuple, optional: tuple = ()) -> dict:
+        """``value`` as a mapping of exactly ``keys`` (those in ``optional`` may be left out
+        or null)."""
+        if not isinstance(value, dict):
+            self.fail(reason("{key}: expected a mapping, found {found}", key=key,
+                             found=_shown(value)))
+        for name in value:
+            if name not in keys:
+                self.problems.append(reason("{key}: unknown key (allowed: {allowed})",
+                                            key=_path(key, name), allowed=", ".join(keys)))
+        for name in keys:
+            if value.get(name) is None and name not in optional:
+                self.problems.append(reason("{key} is missing", key=_path(key, name)))
+        return value
+
+    def number(self, value, key: str, low: float = -math.inf, high: float = math.inf) -> float:
+        """A finite number within [low, high]; YAML 1.1 reads ``1e-5`` as text: taken too."""
+        number = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            number = float(value) if abs(value) < 10 ** 308 else math.inf
+        elif isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+        if number is None or not math.isfinite(number):
+            self.fail(reason("{key}: expected a finite number, found {found}", key=key,
+                             found=_shown(value)))
+        if not low <= number <= high:
+            self.fail(reason("{key}: {value} is outside {low} to {high}", key=key,
+                             value=_shown(value), low=f"{low:g}", high=f"{high:g}"))
+        return number
+
+    def count(self, value, key: str) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            self.fail(reason("{key}: expected a whole number of 0 or more, found {found}",
+                             key=key, found=_shown(value)))
+        return value
+
+    def choice(self, value, key: str, choices: tuple) -> str:
+        if not isinstance(value, str) or value not in choices:
+            self.fail(reason("{key}: {value} is not one of {allowed}", key=key,
+                             value=_shown(value), allowed=", ".join(choices)))
+        return value
+
+    def flag(self, value, key: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(reason("{key}: expected true or false, found {found}", key=key,
+                             found=_shown(value)))
+        return value
+
+    def text(self, value, key: str) -> str:
+        # an output may be named by its index (YAML reads an unquoted 0 as a number)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        if not isinstance(value, str) or not value.strip():
+            self.fail(reason("{key}: expected text, found {found}", key=key,
+                             found=_shown(value)))
+        return value
+
+    def items(self, value, key: str, read, *, empty: bool = True) -> list:
+        """Every item of a list read by ``read(item, its key)``; a bad item is recorded and
+        the others are still read."""
+        if not isinstance(value, list):
+            self.fail(reason("{key}: expected a list, found {found}", key=key,
+                             found=_shown(value)))
+        if not value and not empty:
+            self.fail(reason("{key}: an empty list", key=key))
+        out = []
+        for i, item in enumerate(value):
+            try:
+                out.append(read(item, f"{key}[{i}]"))
+            except _Bad:
+                continue
+        return out
+
+    def layer(self, value, key: str) -> str:
+        """A qualified layer name; one holding a comma or a control character is refused:
+        the fact fields join names with commas, and generated code must get them back."""
+        name = self.text(value, key)
+        if "," in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+            self.fail(reason("{key}: the layer name {value} holds a comma or a control "
+                             "character", key=key, value=_shown(value)))
+        return name
+
+    def field(self, mapping: dict, name: str, key: str, reader, *args):
+        """``reader(value, its key, *args)`` of ``mapping[name]``; None when it is left out
+        (``mapping`` says whether it may be) or failed (recorded)."""
+        if not isinstance(mapping, dict) or mapping.get(name) is None:
+            return None
+        try:
+            return reader(mapping[name], _path(key, name), *args)
+        except _Bad:
+            return None
+
+
+def _path(key: str, name) -> str:
+    return f"{key}.{name}" if key else str(name)
+
+
+def _shown(value) -> str:
+    """A value in a message: short, one line, the same in both languages."""
+    if isinstance(value, dict):
+        return "{...}"
+    if isinstance(value, list):
+        return "[...]"
+    text = repr(value) if not isinstance(value, bool) else str(value).lower()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def read_fix_trials(data) -> dict:
+    """The checked content of a fix_trials.yaml (decoded YAML): the top-level keys, trials
+    best first. ValueError with every problem (each naming its key) otherwise."""
+    if not isinstance(data, dict):
+        raise ValueError(reason("the file holds no mapping of keys (schema {schema} expected)",
+                                schema=SCHEMA))
+    if data.get("schema") != SCHEMA:
+        # another version may mean something else by the same keys: nothing else is read
+        problem = reason("schema is missing ({schema} expected)", schema=SCHEMA) \
+            if "schema" not in data else \
+            reason("schema: {found} is not {schema}", found=_shown(data["schema"]),
+                   schema=SCHEMA)
+        raise ValueError(with_fix(
+            problem,
+            reason("this qcdoctor reads {schema}: run qcdoctor probe --try-fixes of this "
+                   "version again, or update qcdoctor to the version that wrote the file",
+                   schema=SCHEMA)))
+    r = _Reading()
+    r.mapping(data, "", _TOP, _OPTIONAL)
+    metric = r.field(data, "metric", "", r.choice, FIX_METRICS)
+    low, high = _METRIC_RANGE.get(metric, (-math.inf, math.inf))
+
+    def trial(item, key, keys=_TRIAL):
+        return _trial(r, item, key, keys, low, high)
+
+    out = {"schema": SCHEMA, "metric": metric,
+           "output": r.field(data, "output", "", r.text),
+           "before": r.field(data, "before", "", r.number, low, high),
+           "target": r.field(data, "target", "", lambda v, k: _target(r, v, k, metric)),
+           "budget": r.field(data, "budget", "", r.count),
+           "forwards": r.field(data, "forwards", "", r.count),
+           "candidates": r.field(data, "candidates", "", r.items, r.layer) or [],
+           "trials": r.field(data, "trials", "", r.items, trial) or [],
+           "greedy": r.field(data, "greedy", "", trial, _GREEDY),
+           "notes": r.field(data, "notes", "", r.items, r.text) or [],
+           "caveats": r.field(data, "caveats", "", r.items,
+                              lambda item, key: r.choice(item, key, CAVEATS)) or []}
+    if r.problems:
+        listed = r.problems[:SHOWN_PROBLEMS]
+        if len(r.problems) > SHOWN_PROBLEMS:
+            listed.append(reason("and {count} more", count=len(r.problems) - SHOWN_PROBLEMS))
+        raise ValueError(joined(listed))
+    # best first, whatever order the file lists them in: most error removed, fewer layers
+    out["trials"].sort(key=lambda t: (-t["error_removed"], len(t["layers"])))
+    out["caveats"] = list(dict.fromkeys(out["caveats"]))
+    return out
+
+
+def _target(r: _Reading, value, key: str, metric: str | None) -> dict:
+    r.mapping(value, key, _TARGET, ("cosine",))
+    target = {"error_removed": r.field(value, "error_removed", key, r.number, 0.0, 1.0)}
+    if value.get("cosine") is not None and metric not in (None, "Cosine"):
+        r.fail(reason("{key}: given, but the metric is {metric}", key=f"{key}.cosine",
+                      metric=_shown(metric)))
+    cosine = r.field(value, "cosine", key, r.number, -1.0, 1.0)
+    if cosine is not None:
+        target["cosine"] = cosine
+    return target
+
+
+def _trial(r: _Reading, value, key: str, keys: tuple, low: float, high: float) -> dict:
+    problems = len(r.problems)
+    r.mapping(value, key, keys)
+    # a trial is of one layer or more; the greedy set may come out empty
+    trial = {"fix": r.field(value, "fix", key, r.choice, FIX_KINDS),
+             "layers": r.field(value, "layers", key,
+                               lambda v, k: r.items(v, k, r.layer, empty=key == "greedy")),
+             "after": r.field(value, "after", key, r.number, low, high),
+             # 1 - after_error / before_error: at most 1; below 0 the fix made it worse
+             "error_removed": r.field(value, "error_removed", key, r.number, -math.inf, 1.0),
+             "forwards": r.field(value, "forwards", key, r.count)}
+    if "reached" in keys:
+        trial["reached"] = r.field(value, "reached", key, r.flag)
+    if len(r.problems) > problems:
+        raise _Bad
+    return trial
+
+
+def within_target(before: float | None, target: dict, metric: str) -> bool:
+    """Whether the analysis model's output meets the target before any fix (no error, or a
+    Cosine at least the target's): then no trial is a remedy of anything."""
+    if before is None:
+        return False
+    if metric == "Cosine":
+        return before >= 1.0 or ("cosine" in target and before >= target["cosine"])
+    return before <= 0.0
+
+
+def reaches(trial: dict, target: dict, metric: str, before: float | None = None) -> bool:
+    """Whether a trial meets the target: at least the error share to remove, or - a Cosine
+    target given - an output Cosine at least that high; never when the output met the
+    target before any fix (``before``)."""
+    if within_target(before, target, metric):
+        return False
+    if trial["error_removed"] >= target["error_removed"]:
+        return True
+    return metric == "Cosine" and "cosine" in target and trial["after"] >= target["cosine"]
+
+
+def _names(layers: list[str]) -> str:
+    return LAYER_SEPARATOR.join(layers)
+
+
+def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
+    """The facts of one checked file (``read_fix_trials``) of the folder ``analysis``:
+    the summary, its trials (best first) and the report's record of the whole file."""
+    trials, target, metric = content["trials"], content["target"], content["metric"]
+    before = content["before"]
+
+    def met(trial: dict) -> bool:
+        return reaches(trial, target, metric, before)
+
+    places = at(source)
+    deployable = [t for t in trials if t["fix"] in DEPLOYABLE_FIXES]
+    best = deployable[0] if deployable else None
+    single = next((t for t in deployable if len(t["layers"]) == 1), None)
+    upper = next((t for t in trials if t["fix"] == "float"), None)
+    greedy = content["greedy"]
+    # every field given (a report's facts carry each field of their type): the trials a
+    # file lacks leave their fields at the defaults
+    summary = {name: spec.default for name, spec in FACT_TYPES["fix_trials"].items()}
+    summary.update({
+        "type": "fix_trials", "analysis": analysis, "metric": metric,
+        "output": content["output"], "before": 0.0 if before is None else before,
+        "before_known": before is not None, "within_target": within_target(before, target, metric),
+        "target_removed": target["error_removed"], "target_cosine": target.get("cosine", 0.0),
+        "cosine_target": "cosine" in target, "budget": content["budget"],
+        "forwards": content["forwards"], "candidates": len(content["candidates"]),
+        "trials": len(trials), "notes": len(content["notes"]), "measured": best is not None,
+        "single_tried": single is not None,
+        "single_reaches": single is not None and met(single),
+        "greedy": greedy is not None, "float_tried": upper is not None,
+        "one_input": "one_input" in content["caveats"],
+        "fake_quant_only": "fake_quant_only" in content["caveats"],
+        "source": source, "locations": places})
+    for prefix, trial in (("best", best), ("single", single), ("float", upper)):
+        if trial is not None:
+            summary.update({f"{prefix}_after": trial["after"],
+                            f"{prefix}_removed": trial["error_removed"]})
+            if prefix != "float":
+                summary[f"{prefix}_fix"] = trial["fix"]
+    if best is not None:
+        summary["best_layers"] = _names(best["layers"])
+    if single is not None:
+        summary["single_layer"] = single["layers"][0]
+    if upper is not None:
+        summary["float_layers"] = _names(upper["layers"])
+    if greedy is not None:
+        summary.update({"greedy_fix": greedy["fix"], "greedy_layers": _names(greedy["layers"]),
+                        "greedy_size": len(greedy["layers"]), "greedy_after": greedy["after"],
+                        "greedy_removed": greedy["error_removed"],
+                        "greedy_forwards": greedy["forwards"],
+                        # an empty set reaches nothing one could apply, nor a set of a
+                        # model that met the target before any fix
+                        "greedy_reached": greedy["reached"] and bool(greedy["layers"])
+                        and not summary["within_target"],
+                        "greedy_deployable": greedy["fix"] in DEPLOYABLE_FIXES})
+    summary["reached"] = summary["single_reaches"] or (
+        summary["greedy_reached"] and summary["greedy_deployable"])
+    facts = [summary]
+    facts += [{"type": "fix_trial", "analysis": analysis, "rank": i, "fix": t["fix"],
+               "layers": _names(t["layers"]), "layer_count": len(t["layers"]),
+               "after": t["after"], "error_removed": t["error_removed"],
+               "forwards": t["forwards"], "reaches": met(t),
+               "deployable": t["fix"] in DEPLOYABLE_FIXES,
+               "source": source, "locations": places}
+              for i, t in enumerate(trials[:TRIAL_FACTS], 1)]
+    record = {"type": SERIES_TYPE, "analysis": analysis, "source": source,
+              **{k: v for k, v in content.items() if k != "trials"},
+              "trials": [{**t, "reaches": met(t)} for t in trials]}
+    return facts + [record]
+
+
+def load_fix_trials(path, analysis: str, source: str) -> list[dict]:
+    """The facts of the fix_trials.yaml at ``path`` (``source``: its path in the case
+    folder). QcdoctorError when it is not YAML, ValueError naming every problem else."""
+    from qcdoctor.collectors.yaml_schema import load_plain
+    data = load_plain(Path(path).read_text(encoding="utf-8"), source)
+    return fix_trial_facts(read_fix_trials(data), analysis, source)
