@@ -155,18 +155,19 @@ def parse_case(text: str, file: Path | None, folder: Path | None) -> Case:
     return case
 
 
-_MARCH_CHIPS = {"nash-e": {"J6E", "S100"}, "nash-m": {"J6M", "S100P"}, "nash-p": {"J6P", "S600"},
-                "nash-h": {"J6H"}, "nash-b": {"J6B"}, "nash-b-lite": {"J6B"},
-                "nash-b-plus": {"J6B"}}
+# the chips each march runs on: a march implies its chip family (knowledge.md §15)
+MARCH_CHIPS = {"nash-e": {"J6E", "S100"}, "nash-m": {"J6M", "S100P"}, "nash-p": {"J6P", "S600"},
+               "nash-h": {"J6H"}, "nash-b": {"J6B"}, "nash-b-lite": {"J6B"},
+               "nash-b-plus": {"J6B"}}
 
 
 def _check_consistency(case: Case, shown: str) -> None:
     platform = case.get("platform", {})
     chip, march = platform.get("chip"), platform.get("march")
-    if chip and march and march in _MARCH_CHIPS and chip not in _MARCH_CHIPS[march]:
+    if chip and march and march in MARCH_CHIPS and chip not in MARCH_CHIPS[march]:
         raise QcdoctorError(f"chip {chip} does not run march {march}", file=shown,
                             line=case.lines.get("platform.march"), key="platform",
-                            fix=f"{march} is {'/'.join(sorted(_MARCH_CHIPS[march]))}; "
+                            fix=f"{march} is {'/'.join(sorted(MARCH_CHIPS[march]))}; "
                                 "correct one of the two or drop the one you are unsure of")
     _check_numbering(case, shown)
     for i, run in enumerate(case.get("analyses_run", [])):

@@ -457,6 +457,12 @@ def _layout(case, train, board, calls, config, script_source) -> list[dict]:
              case_key(case, "deploy.train.layout")}]
 
 
+def nv12_side_even(size: int) -> bool:
+    """An NV12 height or width must be even: the UV plane is h/2 × w/2 (knowledge.md §10).
+    The audit judges the board's size with it, the intake each side as it is typed."""
+    return size % 2 == 0
+
+
 def _nv12(case, board, calls, config, config_source) -> list[dict]:
     row = ((config or {}).get("inputs") or [{}])[0]
     nv12 = board.get("color") == "nv12" or any(
@@ -474,7 +480,7 @@ def _nv12(case, board, calls, config, config_source) -> list[dict]:
                                   at(config_source))
     known = h is not None and w is not None
     return [{"type": "nv12_size", "height": int(h or 0), "width": int(w or 0), "known": known,
-             "even": known and h % 2 == 0 and w % 2 == 0, "source": source,
+             "even": known and nv12_side_even(h) and nv12_side_even(w), "source": source,
              "locations": places}]
 
 

@@ -124,6 +124,7 @@ def _triage(path: str, settings: Settings) -> dict:
 
 
 def _result(path: str, report: dict, settings: Settings) -> CaseResult:
+    from qcdoctor.engine.diagnosis.checklist_counts import failed_items
     from qcdoctor.engine.diagnosis.diagnose import fails_on
     conclusion = report["conclusion"]
     worse = fails_on(report, settings.fail_on)
@@ -131,7 +132,7 @@ def _result(path: str, report: dict, settings: Settings) -> CaseResult:
         path, stage=conclusion["stage"], determined=conclusion["determined"],
         suspect=conclusion["suspect"] or "",
         first_action=report["next_actions"][0]["id"] if report["next_actions"] else "",
-        failed=[c["id"] for c in report["checklist"] if c["status"] == "fail"],
+        failed=[c["id"] for c in failed_items(report)],
         exit=EXIT_FINDINGS if worse else EXIT_OK)
     if settings.fmt == "jsonl":
         from qcdoctor.safe_text import json_text  # as --format json: controls escaped

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from qcdoctor.engine.commands.batch import CaseInput, CaseResult, worst_exit
-from qcdoctor.errors import QcdoctorError
+from qcdoctor.errors import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, QcdoctorError
 
 SUMMARY_SCHEMA = "qcdoctor/batch-summary-v1"
 SUMMARY_FILE = "summary.json"
@@ -182,7 +182,8 @@ def index_html(rows: list[dict], lang: str) -> str:
 
 
 def summary_table(results: list[CaseResult], lang: str) -> str:
-    """The summary as aligned columns (display width: Chinese takes two columns)."""
+    """The summary as aligned columns (display width: Chinese takes two columns), then the
+    totals; a case with a failed checklist item is never counted clean."""
     from qcdoctor.engine.reports.termtext import display_width
     from qcdoctor.safe_text import one_line
     from qcdoctor.wording import labels
@@ -205,6 +206,8 @@ def summary_table(results: list[CaseResult], lang: str) -> str:
     def line(cells):
         return "  ".join(c + " " * (w - display_width(c)) for c, w in zip(cells, widths, strict=True)).rstrip()
     counts = Counter(r.exit for r in results)
-    totals = B["totals"].format(total=len(results), ok=counts[0], findings=counts[1],
-                                errors=counts[2])
+    # clean: no finding at --fail-on and no failed checklist item (counted as the audit does)
+    clean = sum(r.exit == EXIT_OK and not r.failed for r in results)
+    totals = B["totals"].format(total=len(results), ok=clean, findings=counts[EXIT_FINDINGS],
+                                errors=counts[EXIT_ERROR])
     return "\n".join([line(head), *(line(row) for row in body), "", *errors, *([""] if errors else []), totals]) + "\n"

@@ -34,6 +34,7 @@ _FALLBACK = {"zh": "没有规则能从现有事实得出阶段。", "en": "No ru
 _NEEDS_RETRAINING = {"zh": "【需要重新训练（QAT）】", "en": "[needs retraining (QAT)] "}
 _CANNOT_RETRAIN = {"zh": "【需要重新训练：你已说明不能重训】",
                    "en": "[needs retraining: you said you cannot retrain] "}
+_LIST = {"zh": "；", "en": "; "}      # what several finer checks need, one after the other
 
 
 def run_rules(facts: list[dict], runner: RuleRunner | None = None) -> list[Hit]:
@@ -131,7 +132,12 @@ def checklist_section(judged: dict[str, list[dict]], lang: str) -> list[dict]:
         if spec["mandatory"]:
             entry["parts"] = [{"id": p, "status": own[p],
                                "title": checklist_items()[p]["title"][lang]} for p in parts]
-        if status == "unknown":
+        if status == "unknown" and parts and own.get(item) not in (None, "unknown"):
+            # its own evidence is settled (deploy.postprocess_same given) and only finer
+            # checks leave it unknown: it waits on what they need, not on keys it has
+            entry["provide"] = _LIST[lang].join(checklist_items()[p]["provide"][lang]
+                                                for p in parts)
+        elif status == "unknown":
             entry["provide"] = spec["provide"][lang]
         items.append(entry)
     return items

@@ -5,7 +5,7 @@ The compile script is found in the case folder when none is named, then read sta
 carries where it was read, written beside the value in case.yaml. Only what the files
 state is taken: the training normalisation is never filled in from the script's
 insert_image_preprocess (the normalisation check compares exactly those two), only
-offered as a default to confirm.
+offered as a default to confirm; so is the chip of the march the scripts compile for.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from qcdoctor.collectors.deploy_facts import DeployFiles, stated_march
 from qcdoctor.collectors.deploy_script import TRACKED, UNKNOWN, Call, export_state, read_script
 from qcdoctor.collectors.files import ArtifactRefused, CaseFiles, walk
 from qcdoctor.collectors.hb_compile_yaml import read_hb_compile
@@ -99,6 +100,22 @@ def known_answers(folder: Path, deploy: dict, files: CaseFiles) -> dict[str, tup
         known.setdefault("deploy.train.layout",
                          ("NCHW", f"{script}:{transpose.line} {transpose.name}"))
     return known
+
+
+def script_march(folder: Path, deploy: dict, files: CaseFiles) -> tuple[str, str] | None:
+    """(march, where it was read) the compile script states in its convert / compile calls,
+    read as the collectors read it (``stated_march``): deploy.script, else the compile
+    scripts found in the folder; None unless they name one march between them."""
+    names = [deploy["script"]] if deploy.get("script") else find_compile_scripts(folder, files)
+    stated = set()
+    for name in names:
+        calls = _calls(files, folder / name)
+        found = stated_march(DeployFiles(calls=calls, script_source=name)) if calls else None
+        if found:
+            stated.add(found[:2])
+    if len({march for march, _ in stated}) != 1:
+        return None
+    return min(stated)                  # the same march: the first script that states it
 
 
 def script_normalisation(folder: Path, deploy: dict, files: CaseFiles) -> dict[str, list]:

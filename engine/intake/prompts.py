@@ -5,15 +5,21 @@ Every prompter returns a ``Reply``; the flow (engine/intake/session.py) decides 
 On a terminal, choices are picked with the arrow keys or digits (space or a digit ticks in
 multi-choice, Enter confirms; Enter with nothing ticked is "none" where that is allowed,
 never the highlighted option); everywhere, ``<`` goes back, ``?`` shows help, an empty
-answer keeps the default or skips, and end of input saves and stops. A file of scripted
-answers is checked whole before the first question: an unknown key or a value its
-question would refuse is an error, asked or not.
+answer keeps the default or skips, and end of input saves and stops. A default kept with
+Enter is then shown as the answer it became (``> 0.449``, not the offer ``> [0.449]``), and
+an answer read from a pipe is written back, so a transcript reads as a terminal's does.
+``?`` adds what the question's own lines do not say: its help, the answers it takes, and
+what Enter keeps with where that came from. A file of scripted answers is checked whole
+before the first question: an unknown key or a value its question would refuse is an
+error, asked or not.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +60,32 @@ def default_text(value) -> str:
     return str(value)
 
 
+def answers_text(question: Question, lang: str) -> str:
+    """What the question takes, in the user's words: the form of a typed answer."""
+    kind = question.type
+    if kind == "multi_choice" and question.allow_none:
+        kind = "multi_choice_none"
+    minimum = question.minimum
+    if kind in ("number", "integer") and minimum is not None:
+        kind += "_min"
+    return _words(lang)["answers"][kind].format(
+        count=len(question.choices), minimum=f"{minimum:g}" if minimum is not None else "")
+
+
+def help_lines(question: Question, lang: str, default, source: str,
+               shown: set[str]) -> list[str]:
+    """What ``?`` adds to a question: its help, the answers it takes, and what Enter keeps
+    with where that came from (``source``, '' when not known). A line equal to one already
+    on screen (``shown``: the prompt, the why line, the key hint) is left out."""
+    w = _words(lang)
+    kept = default_text(default)
+    lines = [question.help_text(lang), w["help_answers"].format(answers=answers_text(question, lang))]
+    if kept:
+        lines.append(w["help_default"].format(value=kept, source=source) if source
+                     else w["help_default_plain"].format(value=kept))
+    return [line for line in lines if line and line not in shown]
+
+
 def menu_hint(question: Question, lang: str) -> str:
     """Every key that works in this menu, and only those."""
     w = _words(lang)
@@ -76,6 +108,8 @@ class LinePrompter:
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
         self.show_hint = show_hint            # a person types (a dumb terminal), not a pipe
+        # a terminal shows what is typed; what a pipe sends is written back instead
+        self.echoed = _is_terminal(self.stdin)
 
     def say(self, text: str) -> None:
         self.stdout.write(text + "\n")
@@ -92,40 +126,70 @@ class LinePrompter:
             lines.append(f"  {i}) {choice}" + (f" - {note}" if note else ""))
         return lines
 
-    def help(self, question: Question, lang: str) -> None:
-        self.say("  " + question.help_text(lang))
-        self.say("  " + _words(lang)["hint"])
+    def on_screen(self, question: Question, lang: str) -> set[str]:
+        """The lines the question showed, which its help never repeats."""
+        hint = {_words(lang)["hint"]} if self.show_hint else set()
+        return {question.prompt(lang), question.why[lang], *hint}
 
-    def ask(self, question: Question, lang: str, default, position: str) -> Reply:
+    def help(self, question: Question, lang: str, default=None, source: str = "") -> None:
+        for line in help_lines(question, lang, default, source, self.on_screen(question, lang)):
+            self.say("  " + line)
+        if not self.show_hint:                # the keys, where the question did not list them
+            self.say("  " + _words(lang)["hint"])
+
+    def ask(self, question: Question, lang: str, default, position: str,
+            source: str = "") -> Reply:
+        """``source``: where the default came from, in the user's words (shown on ``?``)."""
         self.header(question, lang, position)
         for line in self.choice_lines(question, lang):
             self.say(line)
         if self.show_hint:
             self.say("  " + _words(lang)["hint"])
-        return self.read(question, lang, default)
+        return self.read(question, lang, default, source)
 
-    def read(self, question: Question, lang: str, default) -> Reply:
+    def read(self, question: Question, lang: str, default, source: str = "") -> Reply:
         """One typed line: an answer, ``<`` back, ``?`` help, Enter the default, EOF stop."""
         shown = default_text(default)
+        prompt = f"> [{shown}] " if shown else "> "
         while True:
-            self.stdout.write(f"> [{shown}] " if shown else "> ")
+            self.stdout.write(prompt)
             self.stdout.flush()
             line = self.stdin.readline()
             if not line:
                 return Reply("stop")
             text = line.strip()
+            if not self.echoed:
+                self.stdout.write(text + "\n")
             if text == "?":
-                self.help(question, lang)
+                self.help(question, lang, default, source)
                 continue
             if text == "<":
                 return Reply("back")
             if not text:
-                return Reply("answer", shown) if shown else Reply("skip")
+                if not shown:
+                    return Reply("skip")
+                self.kept(prompt + line.rstrip("\r\n"), shown)
+                return Reply("answer", shown)
             return Reply("answer", text)
+
+    def kept(self, typed_line: str, value: str) -> None:
+        """Enter kept the default: show it as the answer it became, on a line of its own
+        (``typed_line``: the prompt line as the terminal shows it)."""
+        self.say(f"> {value}")
 
 
 class TerminalPrompter(LinePrompter):
     """A real terminal: arrow-key menus for choices, text wrapped at the terminal's width."""
+
+    def __init__(self, stdin=None, stdout=None):
+        super().__init__(stdin, stdout, show_hint=True)     # every question lists its keys
+
+    def kept(self, typed_line: str, value: str) -> None:
+        """The offer ``> [0.449]`` becomes the answer ``> 0.449`` in place: the cursor goes
+        back up over the prompt line (as many rows as the terminal wrapped it into)."""
+        rows = max(1, math.ceil(display_width(typed_line) / _columns(self.stdout)))
+        self.stdout.write(f"\x1b[{rows}A\r\x1b[J> {value}\n")
+        self.stdout.flush()
 
     def say(self, text: str) -> None:
         width = terminal_width() - 1
@@ -134,15 +198,16 @@ class TerminalPrompter(LinePrompter):
                 self.stdout.write(line + "\n")
         self.stdout.flush()
 
-    def ask(self, question: Question, lang: str, default, position: str) -> Reply:
+    def ask(self, question: Question, lang: str, default, position: str,
+            source: str = "") -> Reply:
         self.header(question, lang, position)
         if not question.choices:
             self.say("  " + _words(lang)["hint"])          # under the prompt it belongs to
-            return self.read(question, lang, default)
+            return self.read(question, lang, default, source)
         self.say("  " + menu_hint(question, lang))
-        return self._menu(question, lang, default)
+        return self._menu(question, lang, default, source)
 
-    def _menu(self, question: Question, lang: str, default) -> Reply:
+    def _menu(self, question: Question, lang: str, default, source: str = "") -> Reply:
         import termios
         import tty
 
@@ -199,7 +264,9 @@ class TerminalPrompter(LinePrompter):
                 elif key == b"n" and multi and question.allow_none:
                     return Reply("answer", "none")
                 elif key == b"?":
-                    drawn = above("  " + question.help_text(lang) + "\n  " + question.why[lang])
+                    shown = {question.prompt(lang), question.why[lang], menu_hint(question, lang)}
+                    drawn = above("\n".join("  " + line for line in help_lines(
+                        question, lang, default, source, shown)))
                 elif key == b"\x04":
                     return Reply("stop")
                 elif key.isascii() and key.isdigit() and 1 <= int(key) <= len(options):
@@ -220,6 +287,22 @@ class TerminalPrompter(LinePrompter):
             line = f"  {pointer} {i + 1}. {mark}{option}" + (f"  - {note}" if note else "")
             lines.append(line if display_width(line) <= width else wrap(line, width)[0])
         return lines
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):       # no such method, or a closed file
+        return False
+
+
+def _columns(stream) -> int:
+    """The columns of the terminal ``stream`` writes to (the real count, unclamped: it
+    decides how many rows a line wrapped into)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return shutil.get_terminal_size((80, 24)).columns or 80
 
 
 def _next_key(data: bytes) -> tuple[bytes, bytes]:
@@ -284,7 +367,8 @@ class ScriptedPrompter:
     def say(self, text: str) -> None:
         self.stdout.write(text + "\n")
 
-    def ask(self, question: Question, lang: str, default, position: str) -> Reply:
+    def ask(self, question: Question, lang: str, default, position: str,
+            source: str = "") -> Reply:
         if question.key not in self.answers or question.key in self.used:
             return Reply("skip")
         self.used.add(question.key)

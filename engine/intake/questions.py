@@ -53,8 +53,9 @@ class Question:
         return self._fill(self.text[lang], lang)
 
     def help_text(self, lang: str) -> str:
-        """What to answer, with an example (the ``?`` key); the why line is shown anyway."""
-        return self._fill(self.help.get(lang) or self.why[lang], lang)
+        """What to answer, with an example (the ``?`` key); '' when the catalogue gives
+        none: the why line is shown under the question already, never again."""
+        return self._fill(self.help.get(lang) or "", lang)
 
     def choice_note(self, choice, lang: str) -> str:
         """What one choice means, in the user's language ('' when it speaks for itself)."""

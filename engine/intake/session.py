@@ -9,6 +9,13 @@ longer move the stage is not asked; a QuantAnalysis folder whose comparison is a
 asked about, with the guess as the default. The training mean/std taken from the script
 bring its divisor along; the step-0 checks are asked when the report's first action is to
 make them, so the intake never calls itself done while that step waits on them.
+
+Numbers: a question's number is one more than the questions answered before it, in this
+session or already in case.yaml (an earlier session, the user's own edits, values taken
+from the files), so a resumed session goes on where the last one stopped; a question
+asked again keeps its number. Defaults come with where they came from (shown on ``?``):
+the case's value, the symptom line, the compile script, the march collected for the
+platform. An NV12 height or width is checked as it is typed, by the audit's own rule.
 """
 
 from __future__ import annotations
@@ -19,22 +26,26 @@ import stat
 from pathlib import Path
 
 from qcdoctor.catalogues import question_topics
-from qcdoctor.collectors.case_file import parse_case
+from qcdoctor.collectors.case_file import MARCH_CHIPS, parse_case
+from qcdoctor.collectors.deploy_facts import nv12_side_even
 from qcdoctor.collectors.deploy_script import UNKNOWN, preprocess_normalisation, read_script
 from qcdoctor.collectors.environment import THIS_MACHINE
 from qcdoctor.collectors.files import ArtifactRefused, CaseFiles
 from qcdoctor.collectors.qa_files import run_for
+from qcdoctor.engine.diagnosis.checklist_counts import failed_items, failure_texts
 from qcdoctor.engine.diagnosis.triage import triage_case
 from qcdoctor.engine.intake.case_writer import CaseDocument
 from qcdoctor.engine.intake.deploy_known import (
     find_compile_scripts,
     known_answers,
+    script_march,
     script_normalisation,
 )
 from qcdoctor.engine.intake.prompts import default_text
 from qcdoctor.engine.intake.questions import (
     AnswerError,
     Question,
+    all_question_keys,
     pending_topics,
     question_for_key,
     questions_for,
@@ -53,6 +64,8 @@ DIVISOR_KEY = "deploy.train.divisor"
 STEP0_ACTION = "user_side_checks"
 STEP0_SUMMARY = "user_checks"
 STEP0_KEYS = tuple(f"{STEP0_SUMMARY}.{check}" for check in USER_CHECKS)
+# the board sizes an NV12 input needs even (collectors/deploy_facts.py nv12_side_even)
+NV12_SIDES = {"deploy.board.height": "height", "deploy.board.width": "width"}
 
 
 class Intake:
@@ -76,9 +89,12 @@ class Intake:
         self.open_topic: str | None = None      # a table being filled in
         self.current_topic = ""
         self.numbers: dict[str, int] = {}       # key -> its number: a re-ask keeps it
+        self.answered_before = self.answered_count()    # numbers go on from these
         self.asked = 0                          # prompts shown, re-asks included (a guard)
         self.guesses: dict[str, str] = {}       # QuantAnalysis folder -> guessed comparison
+        self.guessed_from: dict[str, str] = {}  # QuantAnalysis folder -> how it was guessed
         self.step0_differs = False              # "not all the same": each check is asked
+        self.last_report: dict | None = None    # the report the current question is asked on
 
     # --- the case as it stands ----------------------------------------------------
     def report(self) -> dict:
@@ -108,11 +124,23 @@ class Intake:
         """The analyses_run entry that names ``folder`` as its out_dir, or None."""
         return run_for(self.doc.get("analyses_run"), folder)
 
+    def answered_count(self) -> int:
+        """How many questions case.yaml already answers: one per key a question writes
+        that has its value (the step-0 summary question stands for its four checks, and is
+        not counted besides them), and one comparison per analyses_run entry."""
+        keys = [key for key in all_question_keys() if "{" not in key and key != STEP0_SUMMARY]
+        count = sum(1 for key in keys
+                    if (question := question_for_key(key)) is not None and self.answered(question))
+        runs = self.doc.get("analyses_run")
+        return count + (sum(1 for run in runs if isinstance(run, dict) and run.get("out_dir"))
+                        if isinstance(runs, list) else 0)
+
     def topics(self, report: dict) -> list[str]:
         """What the rules want answered, then QuantAnalysis folders classified by a guess."""
         guessed = [f for f in report["facts"] if f["type"] == "qa_folder" and _comparison_guessed(f)]
         self.guesses = {f["analysis"]: f"{f['baseline']} vs {f['analysis_stage']}"
                         for f in guessed if f["baseline"] and f["analysis_stage"]}
+        self.guessed_from = {f["analysis"]: f["known_from"] for f in guessed}
         return pending_topics(report) + [f"qa_comparison:{f['analysis']}" for f in guessed] \
             + self.step0_topic(report)
 
@@ -260,10 +288,22 @@ class Intake:
                                   f"{value} is not a file in the case folder")
             self.doc.set(question.key, value)
         else:
+            if question.key in NV12_SIDES:
+                self.check_nv12_side(question.key, value)
             self.doc.set(question.key, value)
             if question.key in ("deploy.train.mean", "deploy.train.std"):
                 self.carry_divisor()
         self.doc.save()
+
+    def check_nv12_side(self, key: str, value) -> None:
+        """An NV12 board input's height and width are even: refused as typed, by the rule
+        the audit judges them with, where the collectors see an NV12 input (the board
+        format, the script's insert_image_convert or the config's input_type_rt)."""
+        if nv12_side_even(int(value)) or not any(
+                f["type"] == "nv12_size" for f in self.report()["facts"]):
+            return
+        t = labels()[self.lang]["intake"]
+        raise AnswerError(t["nv12_odd"].format(side=t["sides"][NV12_SIDES[key]], value=value))
 
     def store_step0(self, value: str) -> None:
         """All the same (yes) confirms every check; not checked (unknown) marks those not
@@ -276,23 +316,61 @@ class Intake:
                 self.doc.set(key, value)
 
     def current(self, question: Question):
-        """The default offered: the case's value, else what the symptom, the compile script
-        or a QuantAnalysis folder's content suggests (confirmed with Enter)."""
+        """The default offered (see ``default``)."""
+        return self.default(question)[0]
+
+    def default(self, question: Question) -> tuple[object, str]:
+        """(the default offered, where it came from in the user's words): the case's value,
+        else what the symptom, the compile script, the march collected for the platform or
+        a QuantAnalysis folder's content suggests (confirmed with Enter); (None, '') when
+        nothing does."""
+        t = labels()[self.lang]["intake"]
+        symptom = str(self.doc.get("symptom") or "")
         if question.key == "stages.metric":
-            return self.metric or stage_hints(str(self.doc.get("symptom") or ""))[1]
+            if self.metric:
+                return self.metric, t["default_case"]
+            hinted = stage_hints(symptom)[1]
+            return hinted, t["default_symptom"] if hinted else ""
         if question.type == "comparison":
             run = self._run_of(question.folder)
             if run is not None:
-                return f"{run.get('baseline')} vs {run.get('analysis')}"
-            return self.guesses.get(question.folder)
+                return f"{run.get('baseline')} vs {run.get('analysis')}", t["default_case"]
+            guess = self.guesses.get(question.folder)
+            how = id_words(self.guessed_from.get(question.folder, "unknown"), self.lang)
+            return guess, t["default_guess"].format(how=how) if guess else ""
         value = self.doc.get(question.key)
-        if value is None and question.type == "stage_result":
-            hinted = stage_hints(str(self.doc.get("symptom") or ""))[0].get(question.stage)
-            return None if hinted is None else {"value": hinted}
-        if value is None and question.key in ("deploy.train.mean", "deploy.train.std"):
-            return script_normalisation(self.folder, self.doc.get("deploy") or {},
-                                        self.files).get(question.key.rsplit(".", 1)[1])
-        return value
+        if value is not None:
+            return value, t["default_case"]
+        if question.type == "stage_result":
+            hinted = stage_hints(symptom)[0].get(question.stage)
+            return (None, "") if hinted is None else ({"value": hinted}, t["default_symptom"])
+        if question.key in ("deploy.train.mean", "deploy.train.std"):
+            value = script_normalisation(self.folder, self.doc.get("deploy") or {},
+                                         self.files).get(question.key.rsplit(".", 1)[1])
+            where = self.script_normalisation().get("where", "")
+            return (value, t["default_file"].format(where=where)) if value and where else \
+                (value, "")
+        if question.key == "platform.chip":
+            return self.chip_default(question)
+        return None, ""
+
+    def chip_default(self, question: Question) -> tuple[str | None, str]:
+        """The chip of the march that was collected: the report's platform (a board file,
+        the compile script or config case.yaml names), else the march the compile scripts
+        in the folder state; the first of the chip question's choices that runs it (nash-p:
+        J6P). (None, '') when no march is known."""
+        platform = next((f for f in (self.last_report or {}).get("facts", [])
+                         if f["type"] == "platform" and f["known"]), None)
+        if platform is not None:
+            march, where = platform["march"], platform["source"]
+        else:
+            march, where = script_march(self.folder, self.doc.get("deploy") or {},
+                                        self.files) or (None, "")
+        chip = next((c for c in question.choices if c in MARCH_CHIPS.get(march or "", ())), None)
+        if chip is None:
+            return None, ""
+        return chip, labels()[self.lang]["intake"]["default_march"].format(
+            march=march, where=source_text(where, self.lang))
 
     # --- the loop -----------------------------------------------------------------
     def announce(self, report: dict) -> None:
@@ -340,8 +418,11 @@ class Intake:
             if question is None:
                 break
             self.asked += 1
-            number = self.numbers.setdefault(question.key, len(self.numbers) + 1)
-            reply = self.prompter.ask(question, self.lang, self.current(question), str(number))
+            self.last_report = report
+            number = self.numbers.setdefault(question.key,
+                                             self.answered_before + len(self.numbers) + 1)
+            value, source = self.default(question)
+            reply = self.prompter.ask(question, self.lang, value, str(number), source)
             entry = (self.current_topic, question.key)
             if reply.kind == "stop":
                 stopped = True
@@ -422,12 +503,19 @@ class Intake:
         self.prompter.say(t["stage"].format(stage=CONCLUSION_LABELS[self.lang][c["stage"]]))
         if c["evidence"]:
             self.prompter.say(f"  {c['evidence'][0]['text']}")
-        failed = failed_checks(report)
+        # counted as the audit and the batch summary count them (checklist_counts.py)
+        failed = failed_items(report)
         if failed:
             self.prompter.say(t["failed"].format(count=len(failed)))
-            for title, text in failed:
-                self.prompter.say(f"  - {title}: {text}")
-            self.prompter.say(t["next"].format(text=t["fix_items"].format(count=len(failed))))
+            colon = labels()[self.lang]["colon"]
+            for item in failed:
+                title = item.get("title") or id_words(item["id"], self.lang)
+                first, *more = failure_texts(item) or [""]
+                self.prompter.say(f"  - {title}{colon}{first}" if first else f"  - {title}")
+                for text in more:
+                    self.prompter.say(f"    {text}")
+            fix = t["fix_one"] if len(failed) == 1 else t["fix_items"].format(count=len(failed))
+            self.prompter.say(t["next"].format(text=fix))
         elif report["next_actions"]:
             self.prompter.say(t["next"].format(text=report["next_actions"][0]["text"]))
         written = self.write_report(report)
@@ -450,21 +538,6 @@ class Intake:
                 return None                      # not ours: never overwritten
         write_text_atomic(path, render(report, "md"))
         return path
-
-
-def failed_checks(report: dict) -> list[tuple[str, str]]:
-    """(check, what failed) for every failed deployment check with its own evidence; a
-    mandatory item failed only through a finer check is named by that check."""
-    out = []
-    for item in report.get("checklist", []):
-        if item["status"] != "fail":
-            continue
-        for evidence in item["evidence"]:
-            # a finer check's evidence shown on its mandatory item is named by that check
-            if evidence["status"] == "fail" and not evidence.get("part"):
-                out.append((item.get("title") or id_words(item["id"], report.get("language", "en")),
-                            evidence["text"]))
-    return out
 
 
 def _comparison_guessed(fact: dict) -> bool:

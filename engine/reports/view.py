@@ -351,8 +351,8 @@ DEPLOY_FINDING_PREFIXES = ("DP",)
 def audit_view(report: dict) -> dict:
     """What every rendering of an audit shows beside the view model: the items per status,
     the deployment findings and the items still unknown."""
-    return {"counts": {s: sum(c["status"] == s for c in report["checklist"])
-                       for s in ("pass", "fail", "unknown", "not_applicable")},
+    from qcdoctor.engine.diagnosis.checklist_counts import checklist_counts
+    return {"counts": checklist_counts(report),         # as the intake and the batch count
             "deploy_findings": [f for f in report["findings"]
                                 if f["rule"].startswith(DEPLOY_FINDING_PREFIXES)],
             "unknown_items": [c for c in report["checklist"] if c["status"] == "unknown"]}

@@ -53,11 +53,14 @@ def test_broken_case_in_the_middle_is_reported_and_the_rest_triaged(queue, tmp_p
         assert row["stage"] == report["conclusion"]["stage"]
         assert row["exit"] == 0 and row["error"] is None
     board = summary["cases"][0]
-    assert board["failed"] == ["input_preprocessing", "preprocess_mode"]
+    # each failed check once, as the audit counts it: input pre-processing fails only
+    # through its finer check, the mode, which is the one to fix
+    assert board["failed"] == ["preprocess_mode"]
     assert board["first_action"] == "fix_check:preprocess_mode"     # its failed check
     lines = table.splitlines()
     assert lines[0].split()[:3] == ["Case", "Stage", "Determined"]
-    assert "'platfrom': unknown key" in table and "5 cases: 3 clean, 0 at --fail-on, 2 failed" in table
+    # the board case exits 0 (--fail-on never) but has a failed check: not clean
+    assert "'platfrom': unknown key" in table and "5 cases: 2 clean, 0 at --fail-on, 2 failed" in table
 
 
 def test_exit_code_is_the_worst_fail_on_over_the_cases(queue, tmp_path, capsys):
@@ -148,7 +151,29 @@ def test_summary_table_in_chinese(queue, capsys):
     assert main(["triage", str(queue), "-r", "-j", "1", "--no-env", "--lang", "zh"]) == 2
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:3] == ["案例", "阶段", "已确定"]
-    assert "共 4 个案例：3 个正常，0 个达到 --fail-on，1 个出错" in out
+    assert "共 4 个案例：2 个正常，0 个达到 --fail-on，1 个出错" in out
+
+
+def test_batch_audit_and_single_audit_count_the_checklist_alike(queue, tmp_path, capsys):
+    """One count everywhere: a row's failed checks are the audit's, each check once, and
+    a case with one is never clean, whatever --fail-on says."""
+    from qcdoctor.engine.diagnosis.checklist_counts import checklist_counts
+    from qcdoctor.engine.reports.view import audit_view
+    shutil.rmtree(queue / "1_broken")
+    out = tmp_path / "out"
+    assert main(["audit", str(queue), "-r", "-j", "1", "--no-env", "--lang", "en",
+                 "--format", "json", "-o", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "3 cases: 2 clean, 0 at --fail-on, 0 failed"
+    rows = json.loads((out / "summary.json").read_text(encoding="utf-8"))["cases"]
+    for row in rows:
+        report = json.loads((out / row["report"]).read_text(encoding="utf-8"))
+        counts = audit_view(report)["counts"]
+        assert counts == checklist_counts(report) and counts["fail"] == len(row["failed"])
+        assert main(["audit", row["case"], "--no-env", "--lang", "en", "--format", "md"]) == 0
+        line = (f"{counts['fail']} failed, {counts['unknown']} unknown, {counts['pass']} passed, "
+                f"{counts['not_applicable']} not applicable")
+        assert line in capsys.readouterr().out
+    assert [r["failed"] for r in rows] == [["preprocess_mode"], [], []]
 
 
 def test_stopping_early_leaves_no_worker_behind(queue):

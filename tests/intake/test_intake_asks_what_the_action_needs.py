@@ -62,7 +62,7 @@ class KeyedPrompter:
     def say(self, text: str) -> None:
         self.out.write(text + "\n")
 
-    def ask(self, question, lang, default, position) -> Reply:
+    def ask(self, question, lang, default, position, source="") -> Reply:
         self.asked.setdefault(question.key, default)
         reply = self.replies.get(question.key)
         if reply is None:
