@@ -23,11 +23,14 @@ def counted_items(report: dict) -> list[dict]:
 
 
 def checklist_counts(report: dict) -> dict[str, int]:
-    """{status: how many checks have it} for fail, unknown, pass and not_applicable; all
-    zero when the report has no checklist."""
+    """{status: how many checks have it} for fail, unknown, pass and not_applicable, and
+    ``rolled_up``: the mandatory items shown with a finer check's status (counted through
+    it); all zero when the report has no checklist."""
     items = counted_items(report)
-    return {status: sum(item["status"] == status for item in items)
-            for status in COUNTED_STATUSES}
+    counts = {status: sum(item["status"] == status for item in items)
+              for status in COUNTED_STATUSES}
+    counts["rolled_up"] = len(report.get("checklist") or []) - len(items)
+    return counts
 
 
 def failed_items(report: dict) -> list[dict]:

@@ -30,15 +30,20 @@ def _shown(value) -> str:
     return visible(re.sub(r"\s+", " ", str(value)))
 
 
+# a line rich measures as one cell too wide (a CJK character before a wrapped space) is
+# folded onto the next line, never cut with an ellipsis: no character of a message is lost
+_OVERFLOW = "fold"
+
+
 def _text(value, style: str = ""):
     from rich.text import Text
-    return Text(_shown(value), style=style)
+    return Text(_shown(value), style=style, overflow=_OVERFLOW)
 
 
 def _message(value, style: str = ""):
     """A rule message: its `code` spans highlighted, the rest as typed."""
     from rich.text import Text
-    out = Text(style=style)
+    out = Text(style=style, overflow=_OVERFLOW)
     for part, code in code_spans(_shown(value)):
         out.append(part, style=CODE if code else "")
     return out
@@ -50,7 +55,7 @@ def _badge(state: str, words: str):
 
 def _line(*parts):
     from rich.text import Text
-    out = Text()
+    out = Text(overflow=_OVERFLOW)
     for part in parts:
         out.append(part if isinstance(part, Text) else _text(part))
     return out
@@ -173,9 +178,42 @@ def _fix_trials(view: dict) -> list:
     return parts
 
 
+# below this many columns the six columns of the stage table cannot show their words: each
+# stage is a bullet of its own instead
+WIDE_TABLE = 80
+
+
+def _stage_table(view: dict):
+    from rich.cells import cell_len
+    from rich.table import Table
+    L = view["L"]
+    table = Table(expand=True)
+    for key, ratio in (("col_stage", 2), ("col_status", 0), ("col_metric", 1),
+                       ("col_value", 1), ("col_basis", 4), ("col_source", 3)):
+        # a header is never cut: its column is at least as wide as its words
+        table.add_column(L[key], ratio=ratio or None, no_wrap=not ratio,
+                         min_width=cell_len(L[key]))
+    for s in view["stage_rows"]:
+        table.add_row(_text(s["label"]), _badge(s["state"], s["status"]), _text(s["metric"]),
+                      _text(s["value"]), _message(s["note"]), _text(s["source"], DIM))
+    return table
+
+
+def _stage_list(view: dict):
+    """The stage table as bullets, for a narrow terminal."""
+    sep = view["sep"]
+    rows = []
+    for s in view["stage_rows"]:
+        measured = f" {s['metric']} {s['value']}".rstrip() if s["value"] != "" else ""
+        rows.append(_line(_text(s["label"], "bold"), _text(" "),
+                          _badge(s["state"], s["status"]), _text(measured),
+                          _text(sep) if s["note"] else _text(""), _message(s["note"]),
+                          _text(f" ← {s['source']}", DIM) if s["source"] else _text("")))
+    return _bullets(rows)
+
+
 def _triage_parts(view: dict) -> list:
     r, L, sep = view["r"], view["L"], view["sep"]
-    from rich.table import Table
     parts = [_conclusion(view, r["conclusion"]["evidence"])]
     actions = r["next_actions"]
     if actions:
@@ -191,14 +229,7 @@ def _triage_parts(view: dict) -> list:
          _line(_text(f"{L['evidence_kinds']}{sep}"), _message(view["evidence_kinds"])),
          *[_message(d) for d in view["directions"]]])]
     if view["stage_rows"]:
-        table = Table(expand=True)
-        for key, ratio in (("col_stage", 2), ("col_status", 0), ("col_metric", 1),
-                           ("col_value", 1), ("col_basis", 4), ("col_source", 3)):
-            table.add_column(L[key], ratio=ratio or None, no_wrap=not ratio)
-        for s in view["stage_rows"]:
-            table.add_row(_text(s["label"]), _badge(s["state"], s["status"]), _text(s["metric"]),
-                          _text(s["value"]), _message(s["note"]), _text(s["source"], DIM))
-        parts.append(table)
+        parts.append(_stage_table(view) if view["width"] >= WIDE_TABLE else _stage_list(view))
     parts += [_heading(L["checks"]),
               _bullets([_text(c) for c in view["checks"]], numbered=True)
               if view["checks"] else _text(L["no_checks"])]
@@ -223,10 +254,11 @@ def _triage_parts(view: dict) -> list:
                        _message(p["correct_practice"]), _rule_id(p["rule"])) for p in items])]
     if r["checklist"]:
         parts += [_text(L["checklist"], "bold"), _checklist(view)]
-    parts.append(_heading(L["next"]))
-    for i, a in enumerate(actions, 1):
+    if len(actions) > 1:        # the first is shown above, as the smallest action
+        parts.append(_heading(L["more_actions"]))
+    for i, a in enumerate(actions[1:], 2):
         parts.append(_line(_text(f"{i}. ", "bold"), _message(a["text"]), _rule_id(a["rule"])))
-        if a.get("code") and i > 1:
+        if a.get("code"):
             parts.append(_code(a["code"]))
     if r["consistency"]:
         parts += [_text(L["consistency"], "bold"), _bullets(
@@ -248,7 +280,7 @@ def _audit_parts(view: dict) -> list:
     r, L, sep = view["r"], view["L"], view["sep"]
     audit = audit_view(r)
     parts = [_conclusion(view, r["conclusion"]["evidence"][:1]),
-             _text(L["audit_summary"].format(**audit["counts"]), "bold"), _checklist(view)]
+             _text(audit["audit_summary"], "bold"), _checklist(view)]
     if audit["deploy_findings"]:
         parts += [_heading(L["findings"]),
                   _bullets([_finding(view, f) for f in audit["deploy_findings"]])]
@@ -266,6 +298,7 @@ def render_terminal(report: dict, *, audit: bool = False, color: bool = True,
     from rich.console import Console, Group
     width = terminal_width() if width is None else clamp_width(width)
     view = view_model(report)
+    view["width"] = width
     L = view["L"]
     title = L["audit_title"] if audit else L["title"]
     if report["case"].get("title"):

@@ -352,7 +352,12 @@ def audit_view(report: dict) -> dict:
     """What every rendering of an audit shows beside the view model: the items per status,
     the deployment findings and the items still unknown."""
     from qcdoctor.engine.diagnosis.checklist_counts import checklist_counts
-    return {"counts": checklist_counts(report),         # as the intake and the batch count
+    counts = checklist_counts(report)                   # as the intake and the batch count
+    words = labels()[report["language"]]
+    summary = words["audit_summary"].format(**counts)
+    if counts["rolled_up"]:         # the table has these rows more than the count: say why
+        summary += words["audit_rolled_up"].format(**counts)
+    return {"counts": counts, "audit_summary": summary,
             "deploy_findings": [f for f in report["findings"]
                                 if f["rule"].startswith(DEPLOY_FINDING_PREFIXES)],
             "unknown_items": [c for c in report["checklist"] if c["status"] == "unknown"]}

@@ -86,3 +86,36 @@ def test_case_text_is_shown_as_typed_never_as_markup_or_escapes():
     assert "[bold red]x[/]" in plain and "[link=http://evil.example]y[/link]" in plain
     assert "\x1b]8;" not in out                               # no hyperlink escape
     assert "\x07" not in out and "\u202e" not in out and "\ufffd[31mred\ufffd" in plain
+
+
+_FRAME = re.compile(r"[\s│╭╮╰╯─┃┏┓┗┛━┡┩╇┳┻╋┼├┤┬┴└┘┌┐]+")
+
+
+def _flat(text: str) -> str:
+    """The characters shown, without spaces, line breaks and frames."""
+    return _FRAME.sub("", text)
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 120])
+@pytest.mark.parametrize("name", ["convert_j6e_no_retrain", "board_nv12_deploy"])
+def test_every_character_of_a_chinese_message_survives_wrapping(name, width):
+    """Wrapped at any width, each message keeps every character, in order (rich cut a
+    line one cell too wide with an ellipsis: '在 prepare 前设 …' lost its 置)."""
+    report = _report(name, lang="zh")
+    shown = _flat(render_terminal(report, color=False, width=width))
+    assert "…" not in shown.replace("...", "")
+    messages = [e["text"] for e in report["conclusion"]["evidence"] if not e.get("overridden")]
+    messages += [a["text"] for a in report["next_actions"]]
+    messages += [p["text"] for p in report["pitfalls"]]
+    for text in messages:
+        assert _flat(text).replace("`", "") in shown.replace("`", ""), text[:40]
+
+
+def test_the_smallest_action_is_not_listed_again_with_the_others():
+    report = _report("convert_j6e_no_retrain", lang="zh")
+    shown = _flat(render_terminal(report, color=False, width=100))
+    first = _flat(report["next_actions"][0]["text"])
+    second = _flat(report["next_actions"][1]["text"])
+    # once as the smallest action, once more at most where the strategy is explained
+    assert shown.count(first) <= 2 and shown.count(second) == 1
+    assert "2." + second[:10] in shown and "1." + first[:10] not in shown
