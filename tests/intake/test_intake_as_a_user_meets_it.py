@@ -294,11 +294,17 @@ def example(root: Path, name: str) -> Path:
     return root
 
 
+ROLLED_UP = re.compile(r"; (\d+) mandatory item\(s\) \(\*\) show the status of a finer check")
+
+
 def audit_counts(folder: Path, capsys) -> dict:
     assert main(["audit", str(folder), "--format", "md", "--no-env", "--lang", "en"]) == 0
     found = STATUS_LINE.search(capsys.readouterr().out)
-    return dict(zip(("fail", "unknown", "pass", "not_applicable"),
-                    map(int, found.groups()), strict=True))
+    counts = dict(zip(("fail", "unknown", "pass", "not_applicable"),
+                      map(int, found.groups()), strict=True))
+    rolled = ROLLED_UP.search(found.string[found.end():].split("\n", 1)[0])
+    counts["rolled_up"] = int(rolled.group(1)) if rolled else 0
+    return counts
 
 
 def intake_failed(folder: Path) -> int:
