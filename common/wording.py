@@ -15,7 +15,8 @@ def labels() -> dict:
 
 
 # word tables of labels.yaml searched by id_words, in this order
-_WORD_TABLES = ("suspect", "value", "badcase", "evidence", "user_check", "compared")
+_WORD_TABLES = ("suspect", "value", "badcase", "evidence", "user_check", "compared", "action",
+                "pitfall")
 
 
 def id_words(value, lang: str) -> str:

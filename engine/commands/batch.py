@@ -48,6 +48,7 @@ class CaseResult:
     determined: bool = False
     suspect: str = ""
     first_action: str = ""
+    first_kind: str = ""                # the first action's kind, shown in words
     failed: list[str] = field(default_factory=list)
     exit: int = EXIT_OK
     error: str | None = None
@@ -132,6 +133,7 @@ def _result(path: str, report: dict, settings: Settings) -> CaseResult:
         path, stage=conclusion["stage"], determined=conclusion["determined"],
         suspect=conclusion["suspect"] or "",
         first_action=report["next_actions"][0]["id"] if report["next_actions"] else "",
+        first_kind=report["next_actions"][0]["kind"] if report["next_actions"] else "",
         failed=[c["id"] for c in failed_items(report)],
         exit=EXIT_FINDINGS if worse else EXIT_OK)
     if settings.fmt == "jsonl":

@@ -170,15 +170,20 @@ def index_html(rows: list[dict], lang: str) -> str:
     from qcdoctor.safe_text import visible
     from qcdoctor.templating import render_template
     from qcdoctor.vocabulary import CONCLUSION_LABELS
-    from qcdoctor.wording import labels
+    from qcdoctor.wording import id_words, labels
     stages = Counter(r["stage"] or "error" for r in rows)
     top = max(stages.values(), default=1)
-    histogram = [{"stage": s, "label": CONCLUSION_LABELS[lang].get(s, s), "count": n,
+    words = labels()[lang]
+    histogram = [{"stage": s, "count": n,
+                  "label": words["batch"]["error"] if s == "error" else
+                  CONCLUSION_LABELS[lang].get(s, s),
                   "share": n / top} for s, n in stages.most_common()]
     # case names and errors made visible: controls and bidi controls as U+FFFD
     return visible(render_template("batch_index.html.j2", autoescape=True, rows=rows,
                                    lang=lang, L=labels()[lang], B=labels()[lang]["batch"],
-                                   histogram=histogram))
+                                   histogram=histogram,
+                                   words=lambda value: id_words(value, lang),
+                                   stage_words=lambda s: CONCLUSION_LABELS[lang].get(s, s)))
 
 
 def summary_table(results: list[CaseResult], lang: str) -> str:
@@ -186,7 +191,8 @@ def summary_table(results: list[CaseResult], lang: str) -> str:
     totals; a case with a failed checklist item is never counted clean."""
     from qcdoctor.engine.reports.termtext import display_width
     from qcdoctor.safe_text import one_line
-    from qcdoctor.wording import labels
+    from qcdoctor.vocabulary import CONCLUSION_LABELS
+    from qcdoctor.wording import id_words, labels
     B = labels()[lang]["batch"]
     L = labels()[lang]
     head = [B[k] for k in ("col_case", "col_stage", "col_determined", "col_suspect",
@@ -198,8 +204,12 @@ def summary_table(results: list[CaseResult], lang: str) -> str:
             errors.append("\n  ".join(
                 one_line(part) for part in r.error.splitlines()))
         else:
-            cells = [r.case, r.stage, L["yes"] if r.determined else L["no"], r.suspect,
-                     r.first_action, ", ".join(r.failed), str(r.exit)]
+            # words, as the reports show them (summary.json keeps the ids)
+            cells = [r.case, CONCLUSION_LABELS[lang].get(r.stage, r.stage),
+                     L["yes"] if r.determined else L["no"],
+                     id_words(r.suspect, lang) if r.suspect else "",
+                     id_words(r.first_kind, lang) if r.first_kind else "",
+                     L["list"].join(id_words(f, lang) for f in r.failed), str(r.exit)]
         body.append([one_line(c) for c in cells])
     widths = [max(display_width(row[i]) for row in [head, *body]) for i in range(len(head))]
 
@@ -208,6 +218,8 @@ def summary_table(results: list[CaseResult], lang: str) -> str:
     counts = Counter(r.exit for r in results)
     # clean: no finding at --fail-on and no failed checklist item (counted as the audit does)
     clean = sum(r.exit == EXIT_OK and not r.failed for r in results)
-    totals = B["totals"].format(total=len(results), ok=clean, findings=counts[EXIT_FINDINGS],
-                                errors=counts[EXIT_ERROR])
+    # below --fail-on but with a failed checklist item: neither clean nor a finding
+    checks = sum(r.exit == EXIT_OK and bool(r.failed) for r in results)
+    totals = B["totals"].format(total=len(results), ok=clean, checks=checks,
+                                findings=counts[EXIT_FINDINGS], errors=counts[EXIT_ERROR])
     return "\n".join([line(head), *(line(row) for row in body), "", *errors, *([""] if errors else []), totals]) + "\n"

@@ -142,8 +142,13 @@ def _needed_line(view: dict, item: dict):
     L, sep = view["L"], view["sep"]
     why = [_text(f"{L['open']}{L['why']}{sep}"), _message(item["why"]), _text(L["close"])] \
         if item["why"] else []
-    return _line(_text(item["id"], CODE), _text(sep), _message(item["text"]), *why,
-                 _rule_id(item["rule"]))
+    return _line(_message(item["text"]), *why, _rule_id(item["rule"]))
+
+
+def _consistency_text(view: dict):
+    """The strategy's paragraph, or where it already stands: the smallest action shown first,
+    or a further step by its number."""
+    return _message(view["consistency_pointer"] or view["r"]["consistency"]["text"])
 
 
 def _fix_trials(view: dict) -> list:
@@ -249,7 +254,7 @@ def _triage_parts(view: dict) -> list:
     for title, items in ((L["pitfalls"], r["pitfalls"]), (L["cautions"], r.get("cautions", []))):
         if items:
             parts += [_text(title, "bold"), _bullets(
-                [_line(_text(p["id"], CODE), _text(sep), _message(p["text"]), _text(" "),
+                [_line(_text(view["words"](p["id"]), "bold"), _text(sep), _message(p["text"]), _text(" "),
                        _text(f"{L['correct_practice']}{sep}", "italic"),
                        _message(p["correct_practice"]), _rule_id(p["rule"])) for p in items])]
     if r["checklist"]:
@@ -263,7 +268,7 @@ def _triage_parts(view: dict) -> list:
     if r["consistency"]:
         parts += [_text(L["consistency"], "bold"), _bullets(
             [_message(view["consistency_line"]),
-             _line(_message(r["consistency"]["text"]), _rule_id(r["consistency"]["rule"]))])]
+             _line(_consistency_text(view), _rule_id(r["consistency"]["rule"]))])]
     parts.append(_text(L["needed"], "bold"))
     parts.append(_bullets([_needed_line(view, m) for m in view["needed"]])
                  if view["needed"] else _text(L["nothing_needed"]))

@@ -77,7 +77,7 @@ def view_model(report: dict) -> dict:
     for e in report["conclusion"]["evidence"]:
         e.setdefault("sources", sources.get(e["rule"], []))
     suspect = report["conclusion"]["suspect"]
-    return {
+    view = {
         "r": report, "L": L, "lang": lang, "sep": sep,
         "src": lambda values: L["semicolon"].join(source_text(v, lang) for v in values),
         "stage_label": CONCLUSION_LABELS[lang][stage],
@@ -97,7 +97,14 @@ def view_model(report: dict) -> dict:
         "rules_fired": list(dict.fromkeys(t["rule"] for t in report["trace"])),
         "needed": _needed(report, L, lang),
         "fix_trials": fix_trials_view(report, L, lang),
+        # an id (action kind, pitfall, checklist item) in the words of the report language
+        "words": lambda value: id_words(value, lang),
+        "consistency_step": consistency_step(report),
     }
+    step = view["consistency_step"]     # where the strategy's paragraph already stands
+    view["consistency_pointer"] = (L["see_smallest"] if step == 1 else
+                                   L["see_step"].format(step=step) if step else None)
+    return view
 
 
 # trials listed per folder in the reports' tables and chart (the JSON has every one)
@@ -346,6 +353,17 @@ def _consistency_line(report: dict, L: dict) -> str:
 
 
 DEPLOY_FINDING_PREFIXES = ("DP",)
+
+
+def consistency_step(report: dict) -> int | None:
+    """The number of the next step that already says what the strategy's rule says (the
+    same rule, the same text), so the strategy section points at it instead of repeating
+    the paragraph; None when no step does."""
+    consistency = report.get("consistency")
+    if not consistency:
+        return None
+    return next((i for i, a in enumerate(report["next_actions"], 1)
+                 if a["rule"] == consistency["rule"] and a["text"] == consistency["text"]), None)
 
 
 def audit_view(report: dict) -> dict:

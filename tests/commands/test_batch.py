@@ -60,7 +60,7 @@ def test_broken_case_in_the_middle_is_reported_and_the_rest_triaged(queue, tmp_p
     lines = table.splitlines()
     assert lines[0].split()[:3] == ["Case", "Stage", "Determined"]
     # the board case exits 0 (--fail-on never) but has a failed check: not clean
-    assert "'platfrom': unknown key" in table and "5 cases: 2 clean, 0 at --fail-on, 2 failed" in table
+    assert "'platfrom': unknown key" in table and "5 cases: 2 clean, 1 with failed checklist items, 0 at --fail-on, 2 failed" in table
 
 
 def test_exit_code_is_the_worst_fail_on_over_the_cases(queue, tmp_path, capsys):
@@ -68,7 +68,7 @@ def test_exit_code_is_the_worst_fail_on_over_the_cases(queue, tmp_path, capsys):
     assert main(["triage", str(queue), "-r", "-j", "1", "--no-env"]) == 0
     assert main(["triage", str(queue), "-r", "-j", "1", "--no-env", "--fail-on", "error",
                  "--lang", "en"]) == 1
-    assert capsys.readouterr().out.splitlines()[-1] == "3 cases: 1 clean, 2 at --fail-on, 0 failed"
+    assert capsys.readouterr().out.splitlines()[-1] == "3 cases: 1 clean, 0 with failed checklist items, 2 at --fail-on, 0 failed"
 
 
 def test_worker_processes_give_the_same_results_in_input_order(queue, tmp_path, capsys):
@@ -107,9 +107,9 @@ def test_html_index_links_every_report_with_a_stage_histogram(queue, tmp_path, c
     assert links == ["0_board_nv12_deploy/report.html", "2_convert_quant_analysis/report.html",
                      "4_wide_gap/report.html"]
     assert all((out / link).is_file() for link in links)
-    counts = {tr[0].find("code").text: int(tr[1].text)
-              for tr in tree.find("body").find("table").iter("tr")}
-    assert counts == {"user_side": 1, "convert": 1, "undetermined": 1, "error": 1}
+    # stages in words, as the reports name them
+    counts = {tr[0].text: int(tr[1].text) for tr in tree.find("body").find("table").iter("tr")}
+    assert counts == {"user-side adaptation": 1, "convert": 1, "undetermined": 1, "error": 1}
 
 
 def test_a_folder_without_case_yaml_needs_recursive(queue, tmp_path, capsys):
@@ -151,7 +151,7 @@ def test_summary_table_in_chinese(queue, capsys):
     assert main(["triage", str(queue), "-r", "-j", "1", "--no-env", "--lang", "zh"]) == 2
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:3] == ["案例", "阶段", "已确定"]
-    assert "共 4 个案例：2 个正常，0 个达到 --fail-on，1 个出错" in out
+    assert "共 4 个案例：2 个正常，1 个有失败的检查项，0 个达到 --fail-on，1 个出错" in out
 
 
 def test_batch_audit_and_single_audit_count_the_checklist_alike(queue, tmp_path, capsys):
@@ -163,7 +163,7 @@ def test_batch_audit_and_single_audit_count_the_checklist_alike(queue, tmp_path,
     out = tmp_path / "out"
     assert main(["audit", str(queue), "-r", "-j", "1", "--no-env", "--lang", "en",
                  "--format", "json", "-o", str(out)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "3 cases: 2 clean, 0 at --fail-on, 0 failed"
+    assert capsys.readouterr().out.splitlines()[-1] == "3 cases: 2 clean, 1 with failed checklist items, 0 at --fail-on, 0 failed"
     rows = json.loads((out / "summary.json").read_text(encoding="utf-8"))["cases"]
     for row in rows:
         report = json.loads((out / row["report"]).read_text(encoding="utf-8"))

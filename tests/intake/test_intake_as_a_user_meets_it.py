@@ -331,7 +331,7 @@ def test_intake_audit_and_batch_count_the_same_failed_checks(tmp_path, capsys):
             == expected_failed[folder.name]
         assert intake_failed(folder) == counts["fail"] == len(expected_failed[folder.name])
     # a case with a failed check is not clean, whatever --fail-on says
-    assert "3 cases: 1 clean, 0 at --fail-on, 0 failed" in table
+    assert "3 cases: 1 clean, 2 with failed checklist items, 0 at --fail-on, 0 failed" in table
 
 
 def test_the_triage_batch_lists_the_same_failed_checks(tmp_path, capsys):

@@ -23,7 +23,7 @@ from qcdoctor.engine.diagnosis.triage import triage_path
 from qcdoctor.engine.matching.rulebook import load_rules
 from qcdoctor.engine.reports.markdown import render_markdown
 from qcdoctor.vocabulary import stage_label
-from qcdoctor.wording import labels
+from qcdoctor.wording import id_words, labels
 from tests.conftest import triage_dict
 from tests.diagnosis.test_stage_mapping import ROWS, _case
 from tests.qa.scenarios import SCENARIOS, build
@@ -169,7 +169,8 @@ def test_cautions_are_not_listed_as_pitfalls_seen_in_the_case(reports):
         kept_apart = _section(text, f"### {words['cautions']}")
         for caution in report["cautions"]:
             shown += 1
-            if f"`{caution['id']}`" in seen or f"`{caution['id']}`" not in kept_apart:
+            named = f"**{id_words(caution['id'], lang)}**"      # shown in words, in bold
+            if named in seen or named not in kept_apart:
                 wrong.append((name, caution["id"]))
         wrong += [(name, p["id"]) for p in report["pitfalls"] if p["id"] in reminders]
     assert not wrong, wrong
