@@ -61,7 +61,8 @@ def render_html(report: dict, audit: bool = False) -> str:
     view = view_model(report)
     L = view["L"]
     plots: dict[str, list] = {}              # kind (stages, layers, ...) -> its plots
-    for plot in report_plots(report, L, {"audit"} if audit else None):
+    # an audit page is its table: no chart would say more than it
+    for plot in ([] if audit else report_plots(report, L)):
         plots.setdefault(plot.kind, []).append(plot)
     view.update(
         audit=audit, plots=plots,

@@ -18,15 +18,12 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 
 from qcdoctor.engine.reports.view import FIX_TRIALS_SHOWN
-from qcdoctor.fact_types import CHECKLIST_STATUSES
 from qcdoctor.safe_text import visible_data
 from qcdoctor.vocabulary import stage_label
 
 # status -> colour; every status is also told by a marker or a text mark, never colour alone
 RED, AMBER, GREEN, GREY, BLUE = "#c62828", "#b26a00", "#2e7d32", "#757575", "#1565c0"
 STAGE_STYLE = {"normal": (GREEN, "o"), "abnormal": (RED, "X"), "unknown": (AMBER, "s")}
-CHECK_STYLE = {"fail": (RED, "✗"), "unknown": (AMBER, "?"), "pass": (GREEN, "✓"),
-               "not_applicable": (GREY, "–")}
 LABEL_CHARS = 48          # names longer than this are cut in axis labels (kept whole in JSON)
 
 
@@ -112,12 +109,25 @@ def _yes_no(value: bool, L: dict) -> str:
     return L["yes"] if value else L["no"]
 
 
+def charted_stages(stages: list[dict]) -> list[dict]:
+    """The stages the chart shows: each evaluated one and its neighbours in the chain (where
+    a drop could sit), not every step a model can go through."""
+    evaluated = [i for i, s in enumerate(stages) if s["value"] is not None]
+    kept = {j for i in evaluated for j in (i - 1, i, i + 1) if 0 <= j < len(stages)}
+    return [s for i, s in enumerate(stages) if i in kept]
+
+
+# inches of the stage chart's axis the stage labels share; wider ones are turned 30 degrees
+AXIS_INCHES = 7.4
+
+
 def stage_chain(series: dict, L: dict, lang: str) -> Plot:
     P = L["view"]["plot"]
-    stages = series["stages"]
+    stages = charted_stages(series["stages"])
     labels = [stage_label(s["stage"], lang) for s in stages]
     values = [s["value"] if s["value"] is not None else math.nan for s in stages]
-    below = 0.55 + _text_inches(labels, 9) * 0.5            # labels turned 30 degrees
+    turned = _text_inches(labels, 9) > AXIS_INCHES / max(len(labels), 1)
+    below = 0.55 + (_text_inches(labels, 9) * 0.5 if turned else 0.2)
     fig, axes = _figure(8.5, 2.8 + below, bottom=below)
     ax = axes[0][0]
     ax.plot(range(len(stages)), values, color="#90a4ae", linewidth=1.2, zorder=1)
@@ -136,11 +146,12 @@ def stage_chain(series: dict, L: dict, lang: str) -> Plot:
                         zorder=0, label=None if banded else P["tolerance"])
         banded = True
     first = series["first_abnormal"]
-    if first:
+    if first and first in [s["stage"] for s in stages]:
         i = [s["stage"] for s in stages].index(first)
         ax.axvline(i, color=RED, linestyle="--", linewidth=1,
                    label=P["first_abnormal"].format(stage=labels[i]))
-    ax.set_xticks(range(len(stages)), labels, rotation=30, ha="right")
+    ax.set_xticks(range(len(stages)), labels, rotation=30 if turned else 0,
+                  ha="right" if turned else "center")
     ax.set_xlim(-0.5, len(stages) - 0.5)
     ax.set_xlabel(P["stage_x"])
     metrics = sorted({s["metric"] for s in stages if s["metric"]})
@@ -163,6 +174,8 @@ def layer_curve(layers: dict, index: int, L: dict) -> Plot:
     origin, worst = by_row.get(layers["origin_row"]), by_row.get(layers["worst_row"])
     fig, axes = _figure(8.5, 5.2, rows=2, sharex=True, left=0.85, bottom=0.5)
     top, bottom = axes[0][0], axes[1][0]
+    from matplotlib.ticker import MaxNLocator
+    bottom.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))    # rows are whole
     top.plot(x, line("cosine"), color=BLUE, linewidth=1, label="Cosine")
     atol = [v if v > 0 else math.nan for v in line("atol")]
     bottom.plot(x, atol, color="#6a1b9a", linewidth=1, label="Atol")
@@ -309,34 +322,6 @@ def fix_bars(run: dict, index: int, L: dict, shown: int) -> Plot:
     return Plot(plot_id, "fixes", C["caption"], _svg(fig, plot_id))
 
 
-def audit_matrix(checklist: list[dict], L: dict) -> Plot:
-    P = L["view"]["plot"]
-    items = checklist[::-1]                          # the first item at the top
-    left = 0.45 + _text_inches([_short(c["title"]) for c in items])
-    legend = 0.75 + _text_inches([f"✓ {L['checklist_status'][s]}" for s in CHECK_STYLE])
-    fig, axes = _figure(8.5, 1.4 + 0.3 * len(items), left=left, bottom=0.5, right=legend)
-    ax = axes[0][0]
-    for status, (colour, mark) in CHECK_STYLE.items():
-        rows = [i for i, c in enumerate(items) if c["status"] == status]
-        column = CHECKLIST_STATUSES.index(status)
-        ax.scatter([column] * len(rows), rows, marker="s", s=160, color=colour,
-                   label=f"{mark} {L['checklist_status'][status]}")
-        for row in rows:
-            ax.annotate(mark, (column, row), ha="center", va="center", color="white",
-                        fontsize=9, fontweight="bold")
-    ax.set_xticks(range(len(CHECKLIST_STATUSES)),
-                  [L["checklist_status"][s] for s in CHECKLIST_STATUSES])
-    ax.set_yticks(range(len(items)), [_short(c["title"]) for c in items], fontsize=8)
-    ax.set_xlim(-0.5, len(CHECKLIST_STATUSES) - 0.5)
-    ax.set_ylim(-0.7, len(items) - 0.3)
-    ax.set_xlabel(P["audit_x"])
-    ax.set_ylabel(P["audit_y"])
-    ax.set_title(P["audit_title"])
-    ax.grid(alpha=0.2)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    return Plot("plot-audit", "audit", P["audit_caption"], _svg(fig, "plot-audit"))
-
-
 def report_plots(report: dict, L: dict, kinds: set[str] | None = None) -> list[Plot]:
     """Every plot the report's data supports, in reading order; only ``kinds`` when given
     (an audit page shows the checklist alone: the rest would be drawn for nothing)."""
@@ -344,7 +329,6 @@ def report_plots(report: dict, L: dict, kinds: set[str] | None = None) -> list[P
     # every text drawn is case text made visible (common/safe_text.py): controls would
     # reach the SVG, and matplotlib cannot lay out lone surrogates (undecodable names)
     series = visible_data(report["series"])
-    checklist = visible_data(report["checklist"])
     drawings = []
     if any(s["value"] is not None for s in series["stages"]):
         drawings.append(("stages", partial(stage_chain, series, L, lang)))
@@ -358,8 +342,6 @@ def report_plots(report: dict, L: dict, kinds: set[str] | None = None) -> list[P
     drawings += [("fixes", partial(fix_bars, run, i, L, FIX_TRIALS_SHOWN))
                  for i, run in enumerate(visible_data(report.get("fix_trials") or []))
                  if run["trials"] or run.get("greedy")]
-    if checklist:
-        drawings.append(("audit", partial(audit_matrix, checklist, L)))
     return _drawn([draw for kind, draw in drawings if kinds is None or kind in kinds])
 
 
