@@ -122,8 +122,7 @@ class LinePrompter:
     def choice_lines(self, question: Question, lang: str) -> list[str]:
         lines = []
         for i, choice in enumerate(question.choices, 1):
-            note = question.choice_note(choice, lang)
-            lines.append(f"  {i}) {choice}" + (f" - {note}" if note else ""))
+            lines.append(f"  {i}) {choice_words(question, choice, lang)}")
         return lines
 
     def on_screen(self, question: Question, lang: str) -> set[str]:
@@ -283,10 +282,22 @@ class TerminalPrompter(LinePrompter):
         for i, option in enumerate(options):
             mark = ("[x] " if option in chosen else "[ ] ") if multi else ""
             pointer = "›" if i == cursor else " "
-            note = question.choice_note(question.choices[i], lang)
-            line = f"  {pointer} {i + 1}. {mark}{option}" + (f"  - {note}" if note else "")
+            line = f"  {pointer} {i + 1}. {mark}{choice_words(question, question.choices[i], lang)}"
             lines.append(line if display_width(line) <= width else wrap(line, width)[0])
         return lines
+
+
+def choice_words(question: Question, choice: str, lang: str) -> str:
+    """A menu entry as words: the choice's note (what it means), after the choice when that is
+    a name the user knows (J6P), else its words in the report language; an internal id is
+    never shown (it is still accepted as an answer, as is the number)."""
+    from qcdoctor.wording import id_words
+    note = question.choice_note(choice, lang)
+    if not note:
+        return id_words(choice, lang)
+    # a name users know (a chip) stays beside its note; an internal id gives way to it
+    name = str(choice)
+    return note if "_" in name or name in note else f"{name} - {note}"
 
 
 def _is_terminal(stream) -> bool:

@@ -339,7 +339,7 @@ def test_multi_choice_enter_with_nothing_ticked_is_none_never_the_highlighted_op
     # the hint under the prompt names every key that works here, n for none included
     child.expect_exact("↑↓ or 1-3 move · space tick · n none · Enter confirm (nothing ticked = none)")
     child.expect_exact("? help · Ctrl-D")
-    child.expect_exact("› 1. [ ] 0")
+    child.expect_exact("› 1. [ ] level 0: no retraining")
     child.send(ENTER)
     child.expect_exact("not checked yet")      # the step-0 question comes next: stop there
     child.sendeof()
@@ -353,7 +353,7 @@ def test_multi_choice_enter_with_nothing_ticked_is_none_never_the_highlighted_op
     answer_text(child, "Describe the symptom", "")
     child.expect_exact("How was the problem observed?")
     child.expect_exact("Enter confirm · s skip")
-    child.expect_exact("› 1. [ ] dataset_eval")
+    child.expect_exact("› 1. [ ] a metric dropped in dataset evaluation")
     child.send(ENTER)
     child.expect_exact("Tick at least one with space or its number, then press Enter.")
     child.send("2" + ENTER)                                                     # a digit ticks
@@ -498,7 +498,7 @@ def test_a_dumb_terminal_gets_plain_line_prompts(tmp_path):
     child = spawn(folder, "--lang", "en", term="dumb")
     child.logfile_read = transcript = __import__("io").StringIO()
     answer_text(child, "Describe the symptom", "drop")
-    child.expect_exact("1) dataset_eval - a metric dropped in dataset evaluation")
+    child.expect_exact("1) a metric dropped in dataset evaluation")
     child.expect_exact("Enter: keep default / skip · <: back · ?: help")
     child.expect_exact("> ")
     child.sendline("?")

@@ -199,7 +199,7 @@ def test_the_chip_menu_opens_on_the_scripts_chip_in_a_real_terminal(tmp_path):
                          script=COMPILE_SCRIPT.replace("nash-e", "nash-p"))
     child = spawn(folder, columns=200)
     child.expect_exact("Which chip is the target?")
-    child.expect_exact("› 3. J6P")
+    child.expect_exact("› 3. J6P - march nash-p")
     child.send("?")
     child.expect_exact("deploy/build.py")                     # where the default came from
     child.send(ENTER)
