@@ -72,6 +72,15 @@ class ProbeResult:
     def mostly_unmatched(self) -> bool:
         return self.matched_share < MATCHED_ENOUGH
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the summary and the per-layer chart (probe/display.py)."""
+        from qcdoctor.probe.display import probe_html
+        return probe_html(self)
+
+    def _repr_markdown_(self) -> str:
+        from qcdoctor.probe.display import probe_markdown
+        return probe_markdown(self)
+
 
 def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
                    sensitivity: bool = True, metric: str = "L1", names: list[str] | None = None,

@@ -394,3 +394,20 @@ def test_shape_mismatch_is_a_row_without_metrics(tmp_path):
     assert reading.mismatch_rows == 1 and reading.compared == 0
     with pytest.raises(QcdoctorError, match="differ in number or shape"):
         compare_models(base, analysis, torch.randn(2, 4), tmp_path / "q")
+
+
+def test_a_result_shows_itself_in_a_notebook(tmp_path, monkeypatch):
+    """_repr_html_: the summary and the per-layer chart a triage of the folder draws, as SVG
+    with no script or link; _repr_markdown_ the summary alone; in the locale's language."""
+    import re
+    monkeypatch.setenv("LC_ALL", "en_US.UTF-8")
+    base, qat = models()
+    result = compare_models(base, qat, EXAMPLE, tmp_path / "probe", sensitivity=False)
+    shown = result._repr_html_()
+    assert shown.startswith('<div class="qcdoctor-probe"><p>compared 6 layer outputs')
+    assert shown.count("<svg") == 1 and "<script" not in shown and "http" not in re.sub(
+        r'xmlns(:xlink)?="[^"]*"|"http://www.w3.org/[^"]*"', "", shown)
+    assert "compare_per_layer_out.csv" in shown          # the chart's title names its table
+    assert result._repr_markdown_().startswith("compared 6 layer outputs")
+    monkeypatch.setenv("LC_ALL", "zh_CN.UTF-8")
+    assert "已比较 6 个层输出" in result._repr_html_()
