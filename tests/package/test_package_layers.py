@@ -2,6 +2,8 @@
 engine, the shared floor depends on nothing above it, rule matching on no part of engine
 built on it, no command imported by the rest, and no private name imported across modules.
 Every import counts, the ones inside functions too: a lazy import is still a dependency.
+One is allowed upwards: the package root gives the Python API's names (``qcdoctor.triage``)
+from ``qcdoctor.engine.api``, only on first use (``ROOT_API``).
 """
 
 from __future__ import annotations
@@ -70,6 +72,19 @@ def imports() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
     return out
 
 
+# the one import upwards: ``import qcdoctor`` then ``qcdoctor.triage`` loads the API from
+# the root's module ``__getattr__``, once the package is imported. Made only there (or for
+# type checkers), it is no dependency of any floor below the API, so it is left out of the
+# floor and circle checks, and test_the_root_reaches_the_api_only_on_first_use keeps it so
+ROOT_API = ("qcdoctor", "qcdoctor.engine.api")
+
+
+def _graph_imports() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+    """``imports()`` without the root's import of the API."""
+    return {m: [(t, names) for t, names in targets if (m, t) != ROOT_API]
+            for m, targets in imports().items()}
+
+
 def _floor(module: str) -> str:
     parts = module.split(".")
     if parts[:2] == ["qcdoctor", "engine"] and len(parts) > 2:
@@ -86,7 +101,7 @@ def test_the_source_is_found():
 
 
 def test_no_import_circle():
-    graph = {m: {t for t, _ in targets} for m, targets in imports().items()}
+    graph = {m: {t for t, _ in targets} for m, targets in _graph_imports().items()}
     index, low, stack, on_stack, circles = {}, {}, [], set(), []
 
     def visit(v):                                 # Tarjan's strongly connected components
@@ -137,11 +152,35 @@ FORBIDDEN = {
 @pytest.mark.parametrize("floor", sorted(FORBIDDEN))
 def test_a_floor_imports_nothing_above_it(floor):
     # ``python -m qcdoctor`` starts the command line: the one way down the floors
-    wrong = [(m, t) for m, targets in imports().items()
+    wrong = [(m, t) for m, targets in _graph_imports().items()
              if _floor(m) == floor and m != "qcdoctor.__main__"
              for t, _ in targets if t.startswith(FORBIDDEN[floor])
              and (t + ".").startswith(tuple(f + "." for f in FORBIDDEN[floor]))]
     assert not wrong, wrong
+
+
+def test_the_root_reaches_the_api_only_on_first_use():
+    """The root imports qcdoctor.engine.api only inside its module ``__getattr__`` (and
+    for type checkers), never as it is imported, and imports nothing else above it."""
+    path = modules()["qcdoctor"]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    upward = {t for t, _ in imports()["qcdoctor"]
+              if t.startswith(("qcdoctor.engine", "qcdoctor.collectors", "qcdoctor.probe"))}
+    assert upward == {ROOT_API[1]}
+
+    def places(node, inside: tuple[str, ...] = ()):
+        for child in ast.iter_child_nodes(node):
+            here = inside
+            if isinstance(child, ast.FunctionDef):
+                here = (*inside, child.name)
+            elif isinstance(child, ast.If) and isinstance(child.test, ast.Name):
+                here = (*inside, child.test.id)
+            if isinstance(child, ast.ImportFrom) and (child.module or "").startswith(
+                    "qcdoctor.engine"):
+                yield here
+            yield from places(child, here)
+    found = list(places(tree))
+    assert found and all(where in (("__getattr__",), ("TYPE_CHECKING",)) for where in found), found
 
 
 def test_every_engine_module_lives_on_a_floor():
