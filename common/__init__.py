@@ -17,24 +17,7 @@ __all__ = ["QcdoctorError", "__version__", *_API]
 
 TYPE_CHECKING = False            # typing itself is not imported for it: the root stays light
 if TYPE_CHECKING:
-    from qcdoctor.engine.api import (  # noqa: F401 - what __getattr__ gives, for type checkers
-        Case,
-        CaseError,
-        ChecklistItem,
-        ChecklistPart,
-        Conclusion,
-        Consistency,
-        Evidence,
-        Finding,
-        KeptArtifact,
-        MissingItem,
-        NextAction,
-        Pitfall,
-        Report,
-        audit,
-        list_examples,
-        triage,
-    )
+    from qcdoctor.engine.api import *  # noqa: F403 - what __getattr__ gives, for type checkers
     from qcdoctor.errors import QcdoctorError  # noqa: F401
 
 

@@ -57,6 +57,8 @@ def test_the_root_lists_the_api():
         assert getattr(qcdoctor, name) is not None, name
     assert set(qcdoctor.__all__) <= set(dir(qcdoctor))
     assert qcdoctor.Report is qcdoctor.engine.api.Report
+    # every name of the API is reachable from the root (the root lists them for laziness)
+    assert set(qcdoctor.engine.api.__all__) <= set(qcdoctor.__all__)
     assert issubclass(qcdoctor.CaseError, qcdoctor.QcdoctorError)
     with pytest.raises(AttributeError, match="no attribute 'tirage'"):
         qcdoctor.tirage         # noqa: B018
