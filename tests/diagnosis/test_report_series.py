@@ -117,11 +117,12 @@ def test_dump_series_per_output_and_their_plot(tmp_path):
                                               rel=1e-6)
     page = render(report, "html")
     assert 'id="plot-dumps-0"' in page and "dump 对比：hbm (x86) 对比 板端" in page
-    # an audit page shows the checklist matrix alone, so nothing else is drawn for it
+    # an audit page is its checklist table: no chart is drawn for it
     from qcdoctor.engine.reports.html import render_html
     audit = render_html(triage_case(load_case(case), lang="zh", environ={}, installed={},
                                     cwd=case, full_checklist=True), audit=True)
-    assert re.findall(r'<figure class="plot" id="([^"]+)"', audit) == ["plot-audit"]
+    assert re.findall(r'<figure class="plot" id="([^"]+)"', audit) == []
+    assert "<table" in audit
 
 
 def test_plot_text_is_literal_never_mathtext_nor_markup():
