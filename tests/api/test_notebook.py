@@ -22,7 +22,7 @@ from tests.paths import REPO
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
-from jupyter_client import AsyncKernelManager, KernelManager  # noqa: E402 - after the skips
+from jupyter_client import KernelManager  # noqa: E402 - after the skips
 from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
 
 NOTEBOOK = REPO / "examples" / "python_api.ipynb"
@@ -47,6 +47,27 @@ def kernel_environment(tmp: Path) -> dict:
     return env
 
 
+# runs the notebook in a kernel and saves it with its outputs: NOTEBOOK OUT WORK TMP SPECS
+EXECUTE = """
+import sys
+from pathlib import Path
+
+import nbclient
+import nbformat
+from jupyter_client import AsyncKernelManager
+
+from tests.api.test_notebook import KERNEL, kernel_environment, kernel_specs
+
+source, out, work, tmp, specs = map(Path, sys.argv[1:6])
+notebook = nbformat.read(source, as_version=4)
+manager = AsyncKernelManager(kernel_name=KERNEL, kernel_spec_manager=kernel_specs(specs))
+nbclient.NotebookClient(notebook, km=manager, timeout=300, kernel_name=KERNEL,
+                        resources={"metadata": {"path": str(work)}}).execute(
+    env=kernel_environment(tmp))
+nbformat.write(notebook, out)
+"""
+
+
 def page_of(output: dict) -> str:
     """The HTML report inside a report's notebook output (an iframe's srcdoc)."""
     shown = output["data"]["text/html"]
@@ -65,10 +86,16 @@ def test_the_example_notebook_runs_in_a_kernel(tmp_path):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code"), \
         "the notebook is kept without outputs"
-    manager = AsyncKernelManager(kernel_name=KERNEL, kernel_spec_manager=kernel_specs(tmp_path))
-    client = nbclient.NotebookClient(notebook, km=manager, timeout=300, kernel_name=KERNEL,
-                                     resources={"metadata": {"path": str(work)}})
-    client.execute(env=kernel_environment(tmp))
+    # executed from a process of its own: nbclient leaves an event-loop thread running in
+    # the process that drives it, and a process with threads never forks (other tests
+    # need this one to)
+    executed = tmp_path / "executed.ipynb"
+    import subprocess
+    done = subprocess.run([sys.executable, "-c", EXECUTE, str(NOTEBOOK), str(executed),
+                           str(work), str(tmp), str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    notebook = nbformat.read(executed, as_version=4)
     code = [c for c in notebook.cells if c.cell_type == "code"]
     outputs = [o for c in code for o in c.outputs]
     assert not [o for o in outputs if o["output_type"] == "error"]
