@@ -74,8 +74,11 @@ def view_model(report: dict) -> dict:
     sources = {}
     for t in report["trace"]:
         sources.setdefault(t["rule"], [f.get("source") for f in t["facts"] if f.get("source")])
-    for e in report["conclusion"]["evidence"]:
-        e.setdefault("sources", sources.get(e["rule"], []))
+    # the evidence with where each line was read, on a copy: rendering never changes the
+    # report it is given (the same report is rendered again, or saved as JSON)
+    evidence = [{**e, "sources": e.get("sources", sources.get(e["rule"], []))}
+                for e in report["conclusion"]["evidence"]]
+    report = {**report, "conclusion": {**report["conclusion"], "evidence": evidence}}
     suspect = report["conclusion"]["suspect"]
     view = {
         "r": report, "L": L, "lang": lang, "sep": sep,
