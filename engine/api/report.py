@@ -298,12 +298,10 @@ class Report:
         if text is None:
             from qcdoctor.engine.reports.formats import render_output
             if fmt == "html":
-                from qcdoctor.engine.api.display import matplotlib_kept
                 from qcdoctor.engine.api.interrupts import HeldInterrupts
                 with HeldInterrupts() as hold:
                     hold()                  # matplotlib stopped mid-drawing can stay broken
-                    with matplotlib_kept():
-                        text = render_output(report._copy(), fmt, audit=self.audit)
+                    text = render_output(report._copy(), fmt, audit=self.audit)
             else:
                 text = render_output(report._copy(), fmt, audit=self.audit)
             report._texts[key] = text

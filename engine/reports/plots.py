@@ -15,7 +15,7 @@ import re
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache, partial, wraps
 
 from qcdoctor.engine.reports.view import FIX_TRIALS_SHOWN
 from qcdoctor.safe_text import visible_data
@@ -35,18 +35,35 @@ class Plot:
     svg: str
 
 
+# the plots' own matplotlib settings, over matplotlib's defaults from its rc file
+SETTINGS = {
+    "svg.hashsalt": "qcdoctor", "svg.fonttype": "none", "text.parse_math": False,
+    "font.family": "sans-serif", "font.size": 9, "axes.titlesize": 10, "figure.dpi": 72,
+    # a title at a fixed height: placing it above the tick labels measures them all
+    "axes.titley": 1.0, "axes.titlepad": 6.0}
+
+
 @lru_cache(maxsize=1)
-def _pyplot():
+def _matplotlib():
+    """matplotlib with its figure and SVG modules, imported once (before a fork). pyplot is
+    never imported: no backend is chosen, and a notebook's own figures are left alone."""
     import matplotlib
-    matplotlib.use("Agg")
-    matplotlib.rcParams.update({
-        "svg.hashsalt": "qcdoctor", "svg.fonttype": "none", "text.parse_math": False,
-        "font.family": "sans-serif", "font.size": 9, "axes.titlesize": 10,
-        "figure.dpi": 72,
-        # a title at a fixed height: placing it above the tick labels measures them all
-        "axes.titley": 1.0, "axes.titlepad": 6.0})
-    import matplotlib.pyplot as plt
-    return plt
+    import matplotlib.backends.backend_svg  # noqa: F401 - savefig's SVG canvas
+    import matplotlib.figure  # noqa: F401
+    return matplotlib
+
+
+def _with_settings(draw):
+    """``draw`` run with the plots' settings, the process's own given back after (the
+    same drawing in a command, a notebook or a forked child)."""
+    @wraps(draw)
+    def drawn(*args, **kwargs):
+        matplotlib = _matplotlib()
+        with matplotlib.rc_context():
+            matplotlib.rc_file_defaults()
+            matplotlib.rcParams.update(SETTINGS)
+            return draw(*args, **kwargs)
+    return drawn
 
 
 def _short(name: str) -> str:
@@ -55,13 +72,11 @@ def _short(name: str) -> str:
 
 def _svg(fig, plot_id: str) -> str:
     """The figure as an inline <svg>, its ids prefixed so several can share a page."""
-    plt = _pyplot()
     buffer = io.StringIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")        # glyphs the layout font lacks (CJK): the
         fig.savefig(buffer, format="svg",      # browser draws them with system fonts
                     metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    plt.close(fig)
     text = buffer.getvalue()
     text = text[text.index("<svg"):]
     text = re.sub(r'\bid="', f'id="{plot_id}-', text)
@@ -82,7 +97,8 @@ def _figure(width: float, height: float, rows: int = 1, *, left: float = 0.8,
             bottom: float = 0.6, right: float = 0.2, top: float = 0.35, **kwargs):
     """A figure with margins in inches (fixed margins: a layout engine costs a second
     text layout pass, most of a plot's time)."""
-    fig, axes = _pyplot().subplots(rows, 1, figsize=(width, height), squeeze=False, **kwargs)
+    fig = _matplotlib().figure.Figure(figsize=(width, height))
+    axes = fig.subplots(rows, 1, squeeze=False, **kwargs)
     fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
                         top=1 - top / height, hspace=0.12)
     # axis labels pinned near the figure's edges, inside the margins made for the tick
@@ -121,6 +137,7 @@ def charted_stages(stages: list[dict]) -> list[dict]:
 AXIS_INCHES = 7.4
 
 
+@_with_settings
 def stage_chain(series: dict, L: dict, lang: str) -> Plot:
     P = L["view"]["plot"]
     stages = charted_stages(series["stages"])
@@ -163,6 +180,7 @@ def stage_chain(series: dict, L: dict, lang: str) -> Plot:
     return Plot("plot-stages", "stages", P["stage_caption"], _svg(fig, "plot-stages"))
 
 
+@_with_settings
 def layer_curve(layers: dict, index: int, L: dict) -> Plot:
     P = L["view"]["plot"]
     points = layers["points"]
@@ -219,6 +237,7 @@ def layer_curve(layers: dict, index: int, L: dict) -> Plot:
     return Plot(plot_id, "layers", caption, _svg(fig, plot_id))
 
 
+@_with_settings
 def sensitivity_bars(table: dict, index: int, L: dict) -> Plot:
     P = L["view"]["plot"]
     ops = table["ops"][::-1]                        # most sensitive at the top
@@ -247,6 +266,7 @@ def sensitivity_bars(table: dict, index: int, L: dict) -> Plot:
     return Plot(plot_id, "sensitivity", caption, _svg(fig, plot_id))
 
 
+@_with_settings
 def dump_bars(pair: dict, index: int, L: dict, lang: str) -> Plot:
     P = L["view"]["plot"]
     outputs = pair["outputs"]
@@ -277,6 +297,7 @@ def dump_bars(pair: dict, index: int, L: dict, lang: str) -> Plot:
     return Plot(plot_id, "dumps", P["dump_caption"], _svg(fig, plot_id))
 
 
+@_with_settings
 def fix_bars(run: dict, index: int, L: dict, shown: int) -> Plot:
     """The output error each trial of one fix_trials.yaml removed (its ``shown`` best, the
     best at the top) and the greedy set's, against the target: green reaches it, blue
@@ -349,7 +370,7 @@ def _drawn(drawings: list) -> list[Plot]:
     """Every drawing's plot, in order; with two or more, every other one is drawn in a
     forked child meanwhile (a plot is all CPU: the second core halves the wait)."""
     from qcdoctor.engine.matching.forked import MISSING, ForkedCall
-    _pyplot()                                   # imported once, before the fork
+    _matplotlib()                               # imported once, before the fork
     with _collector_paused():
         if len(drawings) < 2:
             return [draw() for draw in drawings]
@@ -368,7 +389,7 @@ def _drawn(drawings: list) -> list[Plot]:
 def _collector_paused():
     """No cyclic garbage collection while drawing: matplotlib makes thousands of objects,
     which trigger full collections over all the caller holds (a large table's report),
-    costing up to as much again as the drawing. The figures are closed after each plot;
+    costing up to as much again as the drawing. Each figure is dropped after its plot;
     what is left is collected when the collector runs next."""
     was_enabled = gc.isenabled()
     gc.disable()
