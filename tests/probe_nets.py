@@ -48,6 +48,20 @@ class FixedFakeQuantize(FakeQuantizeBase):
         return self.scale, self.zero_point
 
 
+def eager_qat(base: nn.Module) -> nn.Module:
+    """An eager-mode QAT copy of ``base`` (qnnpack qconfig), calibrated on random 3x8x8
+    inputs, observers frozen, in eval mode."""
+    from torch.ao.quantization import disable_observer, get_default_qat_qconfig, prepare_qat
+    qat = copy.deepcopy(base)
+    qat.qconfig = get_default_qat_qconfig("qnnpack")
+    prepare_qat(qat.train(), inplace=True)
+    qat.eval()
+    with torch.no_grad():
+        qat(torch.randn(16, 3, 8, 8, generator=torch.Generator().manual_seed(1)))
+    qat.apply(disable_observer)
+    return qat
+
+
 def zoo_model(arch: str, size: int, num_classes: int = 1000) -> nn.Module:
     from pytorchcv.model_provider import get_model
     torch.manual_seed(0)

@@ -41,6 +41,7 @@ from qcdoctor.probe.trial_quantizers import (  # noqa: E402
 from tests.probe_nets import (  # noqa: E402
     FixedFakeQuantize,
     coarsen_all,
+    eager_qat,
     fixed_quantizer,
     inject,
     network,
@@ -258,17 +259,9 @@ class TwoHeads(nn.Module):
 
 def eager_models():
     """(float model, eager-mode QAT copy, calibrated, observers frozen)."""
-    from torch.ao.quantization import disable_observer, get_default_qat_qconfig, prepare_qat
     torch.manual_seed(0)
     base = TwoHeads().eval()
-    qat = copy.deepcopy(base)
-    qat.qconfig = get_default_qat_qconfig("qnnpack")
-    prepare_qat(qat.train(), inplace=True)
-    qat.eval()
-    with torch.no_grad():
-        qat(torch.randn(16, 3, 8, 8, generator=torch.Generator().manual_seed(1)))
-    qat.apply(disable_observer)
-    return base, qat
+    return base, eager_qat(base)
 
 
 EAGER_INPUT = torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(2))

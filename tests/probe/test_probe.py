@@ -19,6 +19,7 @@ from qcdoctor.engine.reports.formats import render  # noqa: E402
 from qcdoctor.errors import QcdoctorError  # noqa: E402
 from qcdoctor.probe import ProbeWarning, Quantizer, compare_models  # noqa: E402
 from qcdoctor.probe.stats import PAIR_METRICS, flatten_output, pair_stats  # noqa: E402
+from tests.probe_nets import eager_qat  # noqa: E402
 from tests.qa.scenarios import case_yaml  # noqa: E402
 
 
@@ -39,18 +40,9 @@ class Net(nn.Module):
 
 def models():
     """(float model, eager-mode QAT copy calibrated on random data)."""
-    from torch.ao.quantization import disable_observer, get_default_qat_qconfig, prepare_qat
     torch.manual_seed(0)
     base = Net().eval()
-    qat = Net()
-    qat.load_state_dict(base.state_dict())
-    qat.qconfig = get_default_qat_qconfig("qnnpack")
-    prepare_qat(qat.train(), inplace=True)
-    qat.eval()
-    with torch.no_grad():
-        qat(torch.randn(16, 3, 8, 8, generator=torch.Generator().manual_seed(1)))
-    qat.apply(disable_observer)
-    return base, qat
+    return base, eager_qat(base)
 
 
 EXAMPLE = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(2))

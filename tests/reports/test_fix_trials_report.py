@@ -18,8 +18,8 @@ from qcdoctor.engine.reports.schema import check_report
 from qcdoctor.engine.reports.terminal import render_terminal
 from qcdoctor.engine.reports.view import FIX_TRIALS_SHOWN
 from qcdoctor.wording import labels
+from tests.browser import launched_chromium, open_page
 from tests.qa.fix_trials import GREEDY_SET, PROBE, SINGLE_LAYER, build_fix_case, fix_doc
-from tests.reports.test_html_browser import _chromium, _open, _short_temp_root
 from tests.reports.test_report_language import english_left
 
 KINDS = ("single", "accumulation", "not_reached")
@@ -192,25 +192,15 @@ def test_terminal_view_shows_the_section(reports, lang):
 
 @pytest.fixture(scope="module")
 def browser(reports):
-    _chromium()
-    import tempfile
-
-    from playwright.sync_api import sync_playwright
-    with tempfile.TemporaryDirectory(prefix="qcd-", dir=_short_temp_root()) as short, \
-            sync_playwright() as playwright:
-        import os
-        chromium = playwright.chromium.launch(executable_path=_chromium(),
-                                              args=["--no-sandbox", "--disable-gpu"],
-                                              env={**os.environ, "TMPDIR": short})
+    with launched_chromium() as chromium:
         yield chromium
-        chromium.close()
 
 
 @pytest.mark.parametrize("kind,lang", [("single", "en"), ("accumulation", "zh")])
 def test_the_chart_in_a_browser(browser, reports, tmp_path, kind, lang):
     page_file = tmp_path / f"{kind}.{lang}.html"
     page_file.write_text(render(reports[kind, lang], "html"), encoding="utf-8")
-    context, page, problems, requests = _open(browser, page_file)
+    context, page, problems, requests = open_page(browser, page_file)
     try:
         assert problems == [] and requests == [page_file.as_uri()]
         box = page.query_selector("#plot-fixes-0 svg").bounding_box()

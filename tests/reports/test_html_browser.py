@@ -9,11 +9,6 @@ pytest's tmp folder. Without Chromium the tests skip, except under CI, where the
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
@@ -21,7 +16,7 @@ from qcdoctor.engine.commands.examples import example_names, example_path
 from qcdoctor.engine.diagnosis.triage import triage_case
 from qcdoctor.engine.reports.formats import render
 from qcdoctor.vocabulary import CONCLUSION_LABELS
-from tests.conftest import missing_in_ci
+from tests.browser import chromium_path, launched_chromium, open_page
 
 AUDITED = ("board_nv12_deploy", "compile_x86_and_board_abnormal")
 FAIL_ROW = "rgb(253, 236, 234)"          # tr.row-fail td, and the fail badge below
@@ -45,14 +40,6 @@ LAID_OUT = """() => {
 }"""
 
 
-def _chromium() -> str | None:
-    found = os.environ.get("QCDOCTOR_CHROMIUM") or shutil.which("chromium") \
-        or shutil.which("chromium-browser")
-    if found:
-        return found
-    missing_in_ci("no chromium found (apt-get install chromium; .ci/run installs it for CI)")
-
-
 # every example once, the languages taking turns (the suite's time is shared)
 CASES = [(name, ("en", "zh")[i % 2], False) for i, name in enumerate(sorted(example_names()))] \
     + [(name, ("zh", "en")[i % 2], True) for i, name in enumerate(AUDITED)]
@@ -69,7 +56,7 @@ def _report(name: str, lang: str, audit: bool) -> dict:
 def pages(tmp_path_factory) -> dict:
     """Every report written before the browser starts (the rule engine's worker process
     and Playwright's event loop are kept apart)."""
-    _chromium()
+    chromium_path()
     folder = tmp_path_factory.mktemp("html")
     out = {}
     for (name, lang, audit), case_id in zip(CASES, IDS, strict=True):
@@ -82,44 +69,15 @@ def pages(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def browser(pages):
-    from playwright.sync_api import sync_playwright
-    # Chromium puts a Unix socket in its TMPDIR, whose path may hold at most 107 bytes:
-    # a machine's long TMPDIR would stop it from starting, so it gets a short one
-    with tempfile.TemporaryDirectory(prefix="qcd-", dir=_short_temp_root()) as short, \
-            sync_playwright() as playwright:
-        # the system Chromium: Playwright never downloads a browser of its own here
-        chromium = playwright.chromium.launch(executable_path=_chromium(),
-                                              args=["--no-sandbox", "--disable-gpu"],
-                                              env={**os.environ, "TMPDIR": short})
+    with launched_chromium() as chromium:
         yield chromium
-        chromium.close()
-
-
-def _short_temp_root() -> str:
-    """The shortest writable temporary folder of the usual places, else the default."""
-    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
-        if os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
-            return folder
-    return tempfile.gettempdir()
-
-
-def _open(browser, page_file: Path, javascript: bool = True):
-    context = browser.new_context(viewport={"width": 1000, "height": 2000},
-                                  java_script_enabled=javascript)
-    page = context.new_page()
-    problems, requests = [], []
-    page.on("console", lambda m: m.type in ("error", "warning") and problems.append(m.text))
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    page.on("request", lambda r: requests.append(r.url))
-    page.goto(page_file.as_uri())
-    return context, page, problems, requests
 
 
 @pytest.mark.parametrize("case_id", IDS)
 def test_report_in_a_browser(browser, pages, tmp_path, case_id):
     report, page_file = pages[case_id]
     lang = report["language"]
-    context, page, problems, requests = _open(browser, page_file)
+    context, page, problems, requests = open_page(browser, page_file)
     try:
         assert problems == []
         assert requests == [page_file.as_uri()]              # nothing but the file itself
@@ -149,7 +107,7 @@ def test_report_in_a_browser(browser, pages, tmp_path, case_id):
 
 def test_without_javascript_the_code_is_there_and_no_copy_button(browser, pages):
     (_, page_file), = [v for k, v in pages.items() if k.startswith("triage-convert_quant_analysis")]
-    context, page, problems, _ = _open(browser, page_file, javascript=False)
+    context, page, problems, _ = open_page(browser, page_file, javascript=False)
     try:
         assert problems == []
         buttons = page.query_selector_all("button.copy")
