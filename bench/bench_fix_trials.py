@@ -90,28 +90,21 @@ def measure(arch: str, size: int, runs: int, budget: int) -> float:
     return per_pass / plain
 
 
-_PEAK = """import resource, sys, tempfile
+_PEAK = """import sys, tempfile
 sys.path[:0] = [sys.argv[2], sys.argv[2] + "/bench"]
 import torch
+from peak_memory import peak_mib, reset_peak
 torch.set_num_threads(1)
 from bench_fix_trials import model_bytes, models
 from qcdoctor.probe import compare_models
 baseline, analysis, x = models(sys.argv[3], int(sys.argv[4]))
 with torch.inference_mode():                    # warm-up: kernels and allocator caches
     baseline(x); analysis(x)
-def rss():
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * resource.getpagesize() / 2**20
-def peak():
-    with open("/proc/self/status") as handle:
-        return next(int(l.split()[1]) for l in handle if l.startswith("VmHWM:")) / 1024
-with open("/proc/self/clear_refs", "w") as handle:
-    handle.write("5")                           # the peak starts again from here
-before = rss()
+before = reset_peak()                           # the peak starts again from here
 with tempfile.TemporaryDirectory() as out:
     compare_models(baseline, analysis, x, out + "/p", sensitivity=False,
                    try_fixes=sys.argv[1] == "fixes", fix_budget=int(sys.argv[5]))
-print(peak() - before, model_bytes(analysis) / 2**20)
+print(peak_mib() - before, model_bytes(analysis) / 2**20)
 """
 
 

@@ -84,30 +84,23 @@ def measure(arch: str, size: int, runs: int) -> tuple[float, float, int]:
     return probe_med / base_med, probe_min / base_min, rows
 
 
-_PEAK = """import resource, sys, tempfile
+_PEAK = """import sys, tempfile
 sys.path[:0] = [sys.argv[2], sys.argv[2] + "/bench"]
 import torch
+from peak_memory import peak_mib, reset_peak
 from bench_probe import models
 from qcdoctor.probe import compare_models
 baseline, qat, x = models("resnet18", 224)
 with torch.inference_mode():                    # warm-up: kernels and allocator caches
     baseline(x); qat(x)
-def rss():
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * resource.getpagesize() / 2**20
-def peak():
-    with open("/proc/self/status") as handle:
-        return next(int(l.split()[1]) for l in handle if l.startswith("VmHWM:")) / 1024
-with open("/proc/self/clear_refs", "w") as handle:
-    handle.write("5")                           # the peak starts again from here
-before = rss()
+before = reset_peak()                           # the peak starts again from here
 if sys.argv[1] == "probe":
     with tempfile.TemporaryDirectory() as out:
         compare_models(baseline, qat, x, out + "/p", sensitivity=False)
 else:
     with torch.inference_mode():
         baseline(x); qat(x)
-print(peak() - before)
+print(peak_mib() - before)
 """
 
 
