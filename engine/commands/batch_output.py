@@ -180,7 +180,7 @@ def index_html(rows: list[dict], lang: str) -> str:
                   "share": n / top} for s, n in stages.most_common()]
     # case names and errors made visible: controls and bidi controls as U+FFFD
     return visible(render_template("batch_index.html.j2", autoescape=True, rows=rows,
-                                   lang=lang, L=labels()[lang], B=labels()[lang]["batch"],
+                                   lang=lang, L=words, B=words["batch"],
                                    histogram=histogram,
                                    words=lambda value: id_words(value, lang),
                                    stage_words=lambda s: CONCLUSION_LABELS[lang].get(s, s)))
