@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,6 +33,20 @@ def _short_temp_root() -> str:
 @contextmanager
 def launched_chromium():
     """The system Chromium (Playwright never downloads a browser of its own here)."""
+    threads = set(threading.enumerate())
+    try:
+        with _chromium() as chromium:
+            yield chromium
+    finally:
+        # Playwright's event loop leaves its executor and child-watcher threads to end
+        # on their own: a test run next would find them running (and qcdoctor does not
+        # fork beside a running thread), so they are waited for here
+        for thread in set(threading.enumerate()) - threads:
+            thread.join(timeout=30)
+
+
+@contextmanager
+def _chromium():
     from playwright.sync_api import sync_playwright
     # Chromium puts a Unix socket in its TMPDIR, whose path may hold at most 107 bytes:
     # a machine's long TMPDIR would stop it from starting, so it gets a short one

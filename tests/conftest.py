@@ -67,3 +67,19 @@ def missing_in_ci(message: str):
     if os.environ.get("CI", "").lower() not in ("", "0", "false"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Once a test module is done (its fixtures torn down), no thread it started may still
+    run: qcdoctor does not fork beside one, so a thread left behind would change what a
+    test run after it does, depending on the order (a test order is random under CI)."""
+    yield
+    if nextitem is not None and nextitem.module is item.module:
+        return
+    import threading
+    left = [t for t in threading.enumerate() if t is not threading.main_thread()]
+    for thread in left:
+        thread.join(timeout=10)
+    running = [t.name for t in left if t.is_alive()]
+    assert not running, f"{item.module.__name__} left threads running: {running}"

@@ -177,10 +177,12 @@ def run_batch(cases: list[CaseInput], settings: Settings, jobs: int = 1,
     try:
         yield from _counted((r for f in futures for r in f.result()), cases, progress)
     except BaseException:
-        # Ctrl-C, or a consumer that stops early: the cases under way are not waited for
-        # (the pool would join workers still busy, or blocked handing in results)
-        pool.shutdown(wait=False)
+        # Ctrl-C, or a consumer that stops early: the cases under way are not waited for.
+        # The workers are ended first (the pool would join workers still busy, or blocked
+        # handing in results); then the pool's own threads, which see them gone, are
+        # joined, so none is left running in the caller (a later fork would be refused)
         _end(set(multiprocessing.active_children()) - before)
+        pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown()
 

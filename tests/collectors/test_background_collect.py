@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 import pytest
 
@@ -32,7 +33,8 @@ def test_the_child_reads_what_the_parent_would(name):
     with example_path(name) as path:
         expected_case, expected_files, expected = _inline(path)
         reading = read_early(path, **OPTIONS)
-        assert reading._child.forked                     # the child does the reading
+        # the child does the reading (it would not fork beside a thread another test left)
+        assert reading._child.forked, f"threads running: {threading.enumerate()}"
         case, files, collected, thresholds = reading.result()
     assert case == expected_case and collected == expected
     assert files.read == expected_files.read and files.refused == expected_files.refused

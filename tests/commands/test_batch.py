@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from pathlib import Path
 
 import html5lib
@@ -182,6 +183,7 @@ def test_stopping_early_leaves_no_worker_behind(queue):
 
     from qcdoctor.engine.commands.batch import Settings, find_cases, run_batch
     before = set(multiprocessing.active_children())
+    threads = set(threading.enumerate())
     cases = find_cases([str(queue)] * 20, recursive=True)            # 80 cases
     results = run_batch(cases, Settings(use_env=False), jobs=2)
     assert next(results).case == cases[0].path
@@ -190,6 +192,8 @@ def test_stopping_early_leaves_no_worker_behind(queue):
     results.close()
     # the pool's own thread may reap them first, so ask the system, not the Process objects
     assert [w.pid for w in workers if running(w.pid, within=10.0)] == []
+    # nor any of the pool's threads: with one still running, this process could not fork
+    assert [t.name for t in set(threading.enumerate()) - threads] == []
 
 
 def running(pid: int, within: float) -> bool:
