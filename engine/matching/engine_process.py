@@ -25,6 +25,7 @@ import os
 import signal
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 
 from qcdoctor.engine.matching.child_process import ForkedProcess
@@ -79,6 +80,30 @@ def _own_mb() -> float:
         return -1.0
 
 
+class _Growth:
+    """What a worker has gained past what it started with (``mb``, in MiB), kept up to date
+    by ``refresh()`` after each reply. A reading walks every page the worker maps, the ones
+    it inherited included: tens of milliseconds when it was forked from a caller holding
+    gigabytes (a notebook with a model loaded, a long test run). So it is read after the
+    reply is sent, while the caller reads it, never before, and only so often that reading
+    takes at most ``SHARE`` of the worker's time: a reply may carry the growth of a few
+    cases ago, a small overshoot of a cap hundreds of megabytes high."""
+
+    SHARE = 0.05
+
+    def __init__(self):
+        # what it inherited from the caller (all of it, when forked) is not its own growth
+        self._start = _own_mb()
+        self.mb = 0.0
+        self._due = 0.0
+
+    def refresh(self) -> None:
+        began = time.monotonic()
+        if began >= self._due:
+            self.mb = _own_mb() - self._start
+            self._due = began + (time.monotonic() - began) / self.SHARE
+
+
 def _serve(conn, catalogue: dict, programs: dict, log: str | int) -> None:
     """Worker loop: (program, facts, derive) in; ("ok", hits, matches, wear, growth MB),
     ("invalid", text) or ("error", text) out (wear: the share of its limits used)."""
@@ -102,8 +127,7 @@ def _serve(conn, catalogue: dict, programs: dict, log: str | int) -> None:
     else:
         broken = None
     _preload(programs)
-    # what it inherited from the caller (all of it, when forked) is not its own growth
-    started_with = _own_mb()
+    growth = _Growth()
     parent = os.getppid()
     while True:
         try:
@@ -130,8 +154,9 @@ def _serve(conn, catalogue: dict, programs: dict, log: str | int) -> None:
         except Exception as exc:  # noqa: BLE001 - the C engine's errors are plain exceptions
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
             continue
-        grown = _own_mb() - started_with
-        conn.send(("ok", hits, matches, max(grown / MAX_WORKER_GROWTH_MB, host.wear()), grown))
+        conn.send(("ok", hits, matches, max(growth.mb / MAX_WORKER_GROWTH_MB, host.wear()),
+                   growth.mb))
+        growth.refresh()
     conn.close()
 
 
