@@ -11,7 +11,7 @@ measured in the same run, in turns (min and median of 7 rounds; targets on the m
   started early. Target <= 1.5x.
 - large caller: the same cases through a worker forked from this process while it holds
   a further 1 GiB (a notebook with a model loaded, a long test run) vs without it. The
-  worker inherits every page, so whatever walks its pages per case is paid here.
+  worker inherits every page: reading its growth by walking them would be paid here.
   Target <= 1.5x.
 - recovery: a case right after the worker was killed (detect, replace, re-run) vs a warm case.
 - memory: how much a worker grows past its start across 2,000 cases (engine states are

@@ -25,10 +25,10 @@ import os
 import signal
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 
 from qcdoctor.engine.matching.child_process import ForkedProcess
+from qcdoctor.engine.matching.worker_memory import Growth
 from qcdoctor.errors import QcdoctorError
 
 MAX_MATCHES_PER_WORKER = 2000
@@ -61,49 +61,6 @@ def _start_method() -> str:
     return "fork" if hasattr(os, "fork") else "spawn"
 
 
-def _own_mb() -> float:
-    """Memory this process holds alone, in MiB: its private pages. A forked worker's resident
-    size misses what it writes into pages it inherited (copied on write, resident before and
-    after) and the free heap it inherited and reuses, so it can stay flat however much the
-    worker grows; the private pages count both. Resident size where smaps_rollup is missing."""
-    try:
-        with open("/proc/self/smaps_rollup", encoding="ascii") as handle:
-            kib = sum(int(line.split()[1]) for line in handle
-                      if line.startswith(("Private_Clean:", "Private_Dirty:")))
-        return kib / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        with open("/proc/self/statm", encoding="ascii") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        return -1.0
-
-
-class _Growth:
-    """What a worker has gained past what it started with (``mb``, in MiB), kept up to date
-    by ``refresh()`` after each reply. A reading walks every page the worker maps, the ones
-    it inherited included: tens of milliseconds when it was forked from a caller holding
-    gigabytes (a notebook with a model loaded, a long test run). So it is read after the
-    reply is sent, while the caller reads it, never before, and only so often that reading
-    takes at most ``SHARE`` of the worker's time: a reply may carry the growth of a few
-    cases ago, a small overshoot of a cap hundreds of megabytes high."""
-
-    SHARE = 0.05
-
-    def __init__(self):
-        # what it inherited from the caller (all of it, when forked) is not its own growth
-        self._start = _own_mb()
-        self.mb = 0.0
-        self._due = 0.0
-
-    def refresh(self) -> None:
-        began = time.monotonic()
-        if began >= self._due:
-            self.mb = _own_mb() - self._start
-            self._due = began + (time.monotonic() - began) / self.SHARE
-
-
 def _serve(conn, catalogue: dict, programs: dict, log: str | int) -> None:
     """Worker loop: (program, facts, derive) in; ("ok", hits, matches, wear, growth MB),
     ("invalid", text) or ("error", text) out (wear: the share of its limits used)."""
@@ -127,7 +84,7 @@ def _serve(conn, catalogue: dict, programs: dict, log: str | int) -> None:
     else:
         broken = None
     _preload(programs)
-    growth = _Growth()
+    growth = Growth()                   # what it inherited is not its own
     parent = os.getppid()
     while True:
         try:
@@ -154,9 +111,9 @@ def _serve(conn, catalogue: dict, programs: dict, log: str | int) -> None:
         except Exception as exc:  # noqa: BLE001 - the C engine's errors are plain exceptions
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
             continue
+        growth.refresh()
         conn.send(("ok", hits, matches, max(growth.mb / MAX_WORKER_GROWTH_MB, host.wear()),
                    growth.mb))
-        growth.refresh()
     conn.close()
 
 
