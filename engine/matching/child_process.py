@@ -74,7 +74,9 @@ class ForkedProcess:
     and ``exitcode`` (minus the signal's number when a signal ended it) as a
     ``multiprocessing.Process``."""
 
-    def __init__(self, target, args: tuple):
+    def __init__(self, target, args: tuple, keep_fds: tuple[int, ...] | None = None):
+        """``keep_fds``: where given, the only descriptors the child keeps of those it
+        inherits, beside 0-2 and its channel (see ``_let_go_of_inherited``)."""
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
         for stream in (sys.stdout, sys.stderr):    # nothing buffered may be written twice
@@ -86,6 +88,8 @@ class ForkedProcess:
         if pid == 0:                                # the child: serve, then leave at once
             os.close(from_parent)
             os.close(to_parent)
+            if keep_fds is not None:
+                _let_go_of_inherited({*keep_fds, to_child, from_child})
             code = 1
             try:
                 target(Channel(to_child, from_child), *args)
@@ -135,3 +139,27 @@ class ForkedProcess:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def _let_go_of_inherited(keep: set[int]) -> None:
+    """Point every descriptor this child inherited, but 0-2 and ``keep``, at /dev/null. A
+    long-lived child would otherwise hold pipes the rest of its parent opened (a browser
+    driver's, a user's subprocess's) and their readers would never see the end of them.
+    Not closed: an inherited object closing its descriptor later must not close a file
+    this child has opened since under the same number."""
+    try:
+        inherited = [int(name) for name in os.listdir("/proc/self/fd")]
+    except (OSError, ValueError):
+        try:
+            inherited = [int(name) for name in os.listdir("/dev/fd")]
+        except (OSError, ValueError):
+            return
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in inherited:
+        if fd > 2 and fd != null and fd not in keep:
+            try:
+                os.fstat(fd)                # the listing's own, closed since: not there
+                os.dup2(null, fd, inheritable=False)
+            except OSError:
+                pass
+    os.close(null)

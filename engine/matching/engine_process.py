@@ -300,7 +300,9 @@ class EngineProcess:
             # unlinked at once: nothing is left behind however either process ends
             os.unlink(path)
             log = handle
-            process = ForkedProcess(_serve, (dict(self._catalogue), dict(self._programs), log))
+            # it lives long: it keeps none of the caller's descriptors but its log
+            process = ForkedProcess(_serve, (dict(self._catalogue), dict(self._programs), log),
+                                    keep_fds=(log,))
             ours = process.channel
         else:                               # no fork here: multiprocessing starts it afresh
             os.close(handle)

@@ -188,6 +188,24 @@ def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch, call
             del keep
 
 
+def test_a_worker_holds_no_pipe_of_its_caller():
+    """A program the caller talks to through a pipe (a browser driver, a user's tool) ends
+    when the caller closes its input, however many workers were forked meanwhile."""
+    program = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                               stdin=subprocess.PIPE)
+    engine = EngineProcess()
+    try:
+        runner = RuleRunner(load_rules(), engine=engine)
+        assert runner.run(_convert_facts())                 # a worker, forked and serving
+        program.stdin.close()
+        assert program.wait(timeout=30) == 0                # its end of file came
+        assert runner.run(_convert_facts())                 # and the worker still serves
+    finally:
+        program.kill()
+        program.wait()
+        engine.close()
+
+
 def test_long_and_broken_strings_never_reach_the_engine():
     text = "x" * (20 * 2**20) + "\udc80"
     fact = engine_fact({"type": "stage", "stage": "qat", "metric": text})
