@@ -111,9 +111,9 @@ def _serve(conn, catalogue: dict, programs: dict, log: str | int) -> None:
         except Exception as exc:  # noqa: BLE001 - the C engine's errors are plain exceptions
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
             continue
-        growth.refresh()
         conn.send(("ok", hits, matches, max(growth.mb / MAX_WORKER_GROWTH_MB, host.wear()),
                    growth.mb))
+        growth.refresh()            # while the caller reads the reply: the next one carries it
     conn.close()
 
 

@@ -1,21 +1,25 @@
-"""How much memory an engine worker has gained since it started, read cheaply enough to
-be read after every case.
+"""How much memory an engine worker has gained since it started, known after every case
+without the knowing slowing the worker down.
 
 durable_rules never frees an engine state, so a worker is replaced once it has grown
 past a cap; what it inherited from its caller (all of it, when forked) is not its own.
 Resident size cannot tell: a forked worker writing into pages it inherited (copied on
 write), or reusing free heap the caller left, grows without its resident size moving.
 
-- ``malloc_mb``: the bytes glibc's malloc has handed out (``mallinfo2``), which is where
-  the C engine's states live. A few microseconds, whatever the caller held.
+- ``malloc_reader()``: the bytes glibc's malloc has handed out (``mallinfo2``), which is
+  where the C engine's states live. Microseconds on a tidy heap; glibc walks every free
+  chunk to count it, so up to a tenth of a second in a worker forked from a caller whose
+  heap is riddled with freed blocks (a long test run, a notebook used for hours).
 - ``private_mb``: the process's private pages (``/proc/self/smaps_rollup``), where
   ``mallinfo2`` is missing (musl, macOS, glibc before 2.33). The kernel walks every page
-  the process maps to count them: tens of milliseconds in a worker forked from a caller
-  holding gigabytes (a notebook with a model loaded, a long test run).
+  the process maps: tens of milliseconds beside a caller holding gigabytes.
+- ``resident_mb``: the resident size (``/proc/self/statm``), a few microseconds always,
+  blind only to the inherited pages above.
 
-``Growth`` reads whichever is there, so often that reading takes at most ``SHARE`` of the
-worker's time: with malloc's count, after every case; with the page walk, a reply may
-carry the growth of a few cases ago.
+``Growth`` reads the first that is there so often that reading takes at most ``SHARE`` of
+the worker's time (after every case, when reading is quick), and the resident size after
+every case: between two readings the growth is the last reading plus what the resident
+size has gained since, so only a worker filling inherited pages is seen late.
 """
 
 from __future__ import annotations
@@ -61,7 +65,11 @@ def private_mb() -> float:
                       if line.startswith(("Private_Clean:", "Private_Dirty:")))
         return kib / 1024
     except (OSError, ValueError, IndexError):
-        pass
+        return resident_mb()
+
+
+def resident_mb() -> float:
+    """The MiB of this process's resident pages, -1 without /proc."""
     try:
         with open("/proc/self/statm", encoding="ascii") as handle:
             return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -70,20 +78,29 @@ def private_mb() -> float:
 
 
 class Growth:
-    """``mb``: the MiB gained since this was made, as of the last ``refresh()``."""
+    """``mb``: the MiB gained since this was made, as of the last ``refresh()``; it never
+    goes down (a worker's engine states are never freed)."""
 
     SHARE = 0.05
 
     def __init__(self, read: Callable[[], float] | None = None,
+                 resident: Callable[[], float] = resident_mb,
                  clock: Callable[[], float] = time.monotonic):
-        self._read = read or malloc_reader() or private_mb
-        self._clock = clock
-        self._start = self._read()
+        self._read, self._resident, self._clock = read or malloc_reader() or private_mb, \
+            resident, clock
+        self._start = self._timed_read()       # the first reading is due its share too
+        self._read_mb, self._resident_then = 0.0, resident()
         self.mb = 0.0
-        self._due = clock()
 
     def refresh(self) -> None:
+        if self._clock() >= self._due:
+            self._read_mb = self._timed_read() - self._start
+            self._resident_then = self._resident()
+        since = max(0.0, self._resident() - self._resident_then)
+        self.mb = max(self.mb, self._read_mb + since)
+
+    def _timed_read(self) -> float:
         began = self._clock()
-        if began >= self._due:
-            self.mb = self._read() - self._start
-            self._due = began + (self._clock() - began) / self.SHARE
+        value = self._read()
+        self._due = began + (self._clock() - began) / self.SHARE
+        return value

@@ -152,40 +152,28 @@ LINUX_PROC = pytest.mark.skipif(not os.path.exists("/proc/self/statm"),
 
 @LINUX_PROC
 @pytest.mark.parametrize("caller_heap", ["small", "large and free"])
-def test_a_worker_is_replaced_before_its_memory_passes_the_cap(monkeypatch, caller_heap):
+def test_a_worker_is_replaced_before_its_memory_passes_the_cap(caller_heap):
     """Engine states are never emptied (that path crashes): memory is bounded by replacing
     the worker once it has grown MAX_WORKER_GROWTH_MB past what it started with (what a
     forked worker inherits from a large caller does not count). A caller that has freed a
     large heap (a long test run, a notebook) hands the fork free memory it reuses without
-    its resident size moving: the growth must show all the same."""
-    from qcdoctor.engine.matching import engine_process as module
+    its resident size moving: the growth must show all the same. Run in a fresh
+    interpreter: the heap this test run has left would change how often growth is read."""
     cap = 12
-    monkeypatch.setattr(module, "MAX_WORKER_GROWTH_MB", cap)     # inherited by the fork
-    if caller_heap != "small":
-        held = [bytes(200) for _ in range(1_000_000)]          # about 230 MB of small blocks
-        keep = held[::1000]                                     # pins the heap's top
-        del held
-    engine = EngineProcess(max_matches=10**9)          # only growth replaces a worker here
-    try:
-        runner = RuleRunner(load_rules(), engine=engine)
-        facts = _convert_facts()
-        growth = []
-        # far fewer cases than would wear out durable_rules' states (the other reason)
-        for _ in range(60):
-            runner.run(facts)
-            growth.append(engine.stats.last_worker_growth_mb)
-        assert engine.stats.workers_started >= 3, growth
-        # a successor starts smaller than the worker it replaced ended
-        starts = [i for i in range(1, len(growth)) if growth[i] < growth[i - 1]]
-        # past the cap by one case's growth at most
-        steps = [growth[0]] + [growth[i] if i in starts else growth[i] - growth[i - 1]
-                               for i in range(1, len(growth))]
-        assert max(growth) < cap + max(steps), growth
-        assert len(starts) >= 2 and all(growth[i] < cap for i in starts), growth
-    finally:
-        engine.close()
-        if caller_heap != "small":
-            del keep
+    done = subprocess.run([sys.executable, "-m", "tests.matching.growth_cap_scenario",
+                           caller_heap, str(cap)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    growth = seen["growth"]
+    assert seen["workers_started"] >= 3, growth
+    # a successor starts smaller than the worker it replaced ended
+    starts = [i for i in range(1, len(growth)) if growth[i] < growth[i - 1]]
+    # past the cap by what a reading's step shows at most (read after each reply)
+    steps = [growth[0]] + [growth[i] if i in starts else growth[i] - growth[i - 1]
+                           for i in range(1, len(growth))]
+    assert max(growth) < cap + max(steps), growth
+    assert len(starts) >= 2 and all(growth[i] < cap for i in starts), growth
 
 
 def test_a_worker_holds_no_pipe_of_its_caller():

@@ -67,7 +67,7 @@ def _readings(reading_costs: float, case_costs: float, cases: int) -> list[float
         began.append(clock.now)
         clock.now += reading_costs
         return float(len(began))
-    growth = Growth(read, clock)
+    growth = Growth(read, resident=lambda: 0.0, clock=clock)
     for _ in range(cases):
         clock.now += case_costs
         growth.refresh()
@@ -90,9 +90,37 @@ def test_a_slow_reading_takes_at_most_its_share_of_the_time():
 
 def test_the_growth_is_counted_from_the_first_reading():
     values = iter([100.0, 100.0, 130.5])
-    growth = Growth(lambda: next(values), _Clock())
+    growth = Growth(lambda: next(values), resident=lambda: 500.0, clock=_Clock())
     assert growth.mb == 0.0
     growth.refresh()
     assert growth.mb == 0.0
     growth.refresh()
     assert growth.mb == 30.5
+
+
+def test_between_slow_readings_the_resident_size_adds_what_it_gained():
+    clock, resident = _Clock(), [400.0]
+    readings = iter([100.0, 110.0, 150.0])
+
+    def read() -> float:
+        clock.now += 0.1                    # so the next reading is due 2 s after one
+        return next(readings)
+    growth = Growth(read, resident=lambda: resident[0], clock=clock)
+    clock.now += 0.01
+    growth.refresh()
+    assert growth.mb == 0.0                 # not read again yet
+    resident[0] += 25.0                     # new pages
+    growth.refresh()
+    assert growth.mb == 25.0
+    resident[0] -= 5.0                      # given back: the growth stays
+    growth.refresh()
+    assert growth.mb == 25.0
+    clock.now = 2.5                         # read: 10 past the start, resident since: 0
+    growth.refresh()
+    assert growth.mb == 25.0
+    resident[0] += 30.0
+    growth.refresh()
+    assert growth.mb == 40.0                # the reading plus what is resident since
+    clock.now = 5.0                         # read: 50
+    growth.refresh()
+    assert growth.mb == 50.0
