@@ -17,7 +17,6 @@ Run: python bench/bench_api.py
 
 from __future__ import annotations
 
-import resource
 import statistics
 import sys
 import tempfile
@@ -30,16 +29,12 @@ from timing import interleaved  # noqa: E402
 import qcdoctor  # noqa: E402
 from qcdoctor.engine.commands.cli import main as cli_main  # noqa: E402
 from qcdoctor.engine.commands.examples import copy_example, example_names  # noqa: E402
+from qcdoctor.engine.matching.worker_memory import resident_mb as rss_mb  # noqa: E402
 
 TARGET_RATIO = 1.0
 MEMORY_MB = 20
 NUMBERS = dict(chip="J6E", metric="mAP", evidence=["dataset_eval"],
                stages={"qat": 0.449, "qat_bc": 0.447, "quantized_bc": 0.391, "board": 0.30})
-
-
-def rss_mb() -> float:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * resource.getpagesize() / 2**20
 
 
 def children() -> int:

@@ -28,7 +28,6 @@ Run: python bench/bench_triage.py
 
 from __future__ import annotations
 
-import resource
 import statistics
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from qcdoctor.engine.matching.forked import MISSING, ForkedCall  # noqa: E402
 from qcdoctor.engine.matching.patterns import oracle_bindings  # noqa: E402
 from qcdoctor.engine.matching.rulebook import load_rules  # noqa: E402
 from qcdoctor.engine.matching.runner import RuleRunner, engine_fact  # noqa: E402
+from qcdoctor.engine.matching.worker_memory import resident_mb as rss_mb  # noqa: E402
 
 # the installed console script, as users run it (the -c form where it is not installed)
 _SCRIPT = Path(sys.executable).with_name("qcdoctor")
@@ -56,11 +56,6 @@ TARGET_RATE = 500                 # cases a second in one process
 QCDOCTOR = ([sys.executable, str(_SCRIPT)] if _SCRIPT.is_file() else
             [sys.executable, "-c", "import sys; from qcdoctor.engine.commands.cli import entry; "
              "entry(sys.argv[1:])"])
-
-
-def rss_mb() -> float:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * resource.getpagesize() / 2**20
 
 
 def run(cmd: list[str]):

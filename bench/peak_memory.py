@@ -3,12 +3,7 @@ size now, the peak since the last reset, and the reset itself."""
 
 from __future__ import annotations
 
-import resource
-
-
-def rss_mib() -> float:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * resource.getpagesize() / 2**20
+from qcdoctor.engine.matching.worker_memory import resident_mb as rss_mib
 
 
 def peak_mib() -> float:

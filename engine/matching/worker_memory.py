@@ -86,8 +86,8 @@ class Growth:
     def __init__(self, read: Callable[[], float] | None = None,
                  resident: Callable[[], float] = resident_mb,
                  clock: Callable[[], float] = time.monotonic):
-        self._read, self._resident, self._clock = read or malloc_reader() or private_mb, \
-            resident, clock
+        self._read = read or malloc_reader() or private_mb
+        self._resident, self._clock = resident, clock
         self._start = self._timed_read()       # the first reading is due its share too
         self._read_mb, self._resident_then = 0.0, resident()
         self.mb = 0.0

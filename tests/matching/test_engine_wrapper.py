@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import resource
 import threading
 
 import pytest
@@ -17,6 +16,7 @@ from qcdoctor.engine.matching import jsonfmt
 from qcdoctor.engine.matching.patterns import oracle_bindings
 from qcdoctor.engine.matching.rulebook import load_rules
 from qcdoctor.engine.matching.runner import EngineFailure, RuleRunner, canonical
+from qcdoctor.engine.matching.worker_memory import resident_mb
 from qcdoctor.fact_types import FACT_TYPES, normalise
 from tests.conftest import FLAT_RUNNER, case_from, triage_dict
 
@@ -107,12 +107,6 @@ def test_exceptions_inside_actions_are_not_swallowed(monkeypatch):
         engine.close()
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as handle:
-        pages = int(handle.read().split()[1])
-    return pages * resource.getpagesize() / 2**20
-
-
 def test_thousand_cases_in_one_process_keep_memory_flat():
     variants = []
     for i in range(1000):
@@ -122,10 +116,10 @@ def test_thousand_cases_in_one_process_keep_memory_flat():
         variants.append(case)
     for case in variants[:100]:              # warm up caches and allocator
         triage_dict(case)
-    start = _rss_mb()
+    start = resident_mb()
     for case in variants:
         triage_dict(case)
-    assert _rss_mb() - start < 20
+    assert resident_mb() - start < 20
 
 
 # --- oracle agreement on random fact sets -------------------------------------------
