@@ -108,6 +108,8 @@ def resolve_case_path(path: str | Path, allow_outside: tuple = ()) -> tuple[Path
     """A case is a folder holding case.yaml, or the case.yaml itself: (folder, file). The
     file passes the case folder's gate, as every artifact does: a symlink in the folder
     that leads out of it (to a folder not in ``allow_outside``) is refused, never read."""
+    from qcdoctor.collectors.files import check_path_length
+    check_path_length(path)             # pathlib's tests below would raise on it
     path = Path(path)
     if path.is_dir():
         folder, file = path, path / CASE_FILE

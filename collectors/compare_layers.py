@@ -32,6 +32,8 @@ NUMERIC = ("qscale", "zero_point", "cosine", "l1", "atol", "mse", "kl", "sqnr", 
 QMAX = {name: high for name, (_, high) in QRANGE.items()}
 ALIASES = {"dtype": "quant_dtype", "cos": "cosine", "cosine_similarity": "cosine",
            "zp": "zero_point", "qzero_point": "zero_point"}
+# module names: the only cells that may hold a '|' (the probe's table adds base_mod_name)
+NAME_COLUMNS = ("mod_name", "base_mod_name")
 # patterns that name a source op (every one but accumulation without a step)
 LOCATED = ("cliff", "two_sources", "accumulation_with_step", "outlier")
 
@@ -48,9 +50,12 @@ class LayerTable:
 
 def load_compare(path: Path) -> LayerTable:
     path = Path(path)
-    reader = read_qa_csv if path.suffix.lower() == ".csv" else read_psql_file
     wanted = set(TEXT) | set(NUMERIC) | set(ALIASES)
-    table = reader(path, usecols=wanted, text_columns=TEXT)
+    if path.suffix.lower() == ".csv":
+        table = read_qa_csv(path, usecols=wanted, text_columns=TEXT)
+    else:
+        table = read_psql_file(path, usecols=wanted, text_columns=TEXT,
+                               name_columns=NAME_COLUMNS)
     frame = table.frame
     renames = {k: v for k, v in ALIASES.items() if k in frame and v not in frame}
     if renames:

@@ -20,6 +20,9 @@ from qcdoctor.collectors.reasons import artifact_problem, reason, with_fix
 from qcdoctor.errors import QcdoctorError
 
 MAX_FILES = 20000
+# Linux's limits, in bytes: one file name (every common file system's), a path as given
+NAME_MAX, PATH_MAX = 255, 4096
+LENGTH_FIX = "give a shorter name: rename the file or folder, or move it higher up"
 _SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules"}
 
 MiB = 1 << 20
@@ -33,6 +36,27 @@ SIZE_CAPS = {
     "sidecar": 1 * MiB,        # JSON beside a raw dump
     "dump": None,
 }
+
+
+def length_problem(given: str | Path) -> str | None:
+    """Why the system cannot look ``given`` up (ENAMETOOLONG), or None. Checked before
+    pathlib's exists() and is_dir(), which raise that error rather than answer False."""
+    raw = os.fsencode(given)
+    longest = max(map(len, raw.split(b"/")))
+    if longest > NAME_MAX:
+        return (f"the path is too long: a file name has at most {NAME_MAX} bytes, and one "
+                f"here has {longest}")
+    if len(raw) >= PATH_MAX:
+        return (f"the path is too long: a path has at most {PATH_MAX - 1} bytes, and this "
+                f"one has {len(raw)}")
+    return None
+
+
+def check_path_length(given: str | Path) -> None:
+    """A QcdoctorError naming ``given`` when it is too long to be looked up."""
+    problem = length_problem(given)
+    if problem:
+        raise QcdoctorError(problem, file=str(given), fix=LENGTH_FIX)
 
 
 class ArtifactRefused(QcdoctorError):

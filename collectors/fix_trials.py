@@ -18,8 +18,11 @@ plot series are (collectors/series.py).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
+from qcdoctor.collectors.bounded_data import MAX_DIGITS
 from qcdoctor.collectors.reasons import Reason, joined, reason, with_fix
 from qcdoctor.fact_types import (
     DEPLOYABLE_FIXES,
@@ -78,8 +81,15 @@ class _Reading:
                 self.problems.append(reason("{key} is missing", key=_path(key, name)))
         return value
 
+    def too_large(self, value, key: str) -> None:
+        """Refuse an integer too long to be any number, naming its key."""
+        if isinstance(value, TooLarge):
+            self.fail(reason("{key}: a number of {digits} digits, too large for any number",
+                             key=key, digits=value.digits))
+
     def number(self, value, key: str, low: float = -math.inf, high: float = math.inf) -> float:
         """A finite number within [low, high]; YAML 1.1 reads ``1e-5`` as text: taken too."""
+        self.too_large(value, key)
         number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             number = float(value) if abs(value) < 10 ** 308 else math.inf
@@ -97,6 +107,7 @@ class _Reading:
         return number
 
     def count(self, value, key: str) -> int:
+        self.too_large(value, key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             self.fail(reason("{key}: expected a whole number of 0 or more, found {found}",
                              key=key, found=_shown(value)))
@@ -115,6 +126,7 @@ class _Reading:
         return value
 
     def text(self, value, key: str) -> str:
+        self.too_large(value, key)
         # an output may be named by its index (YAML reads an unquoted 0 as a number)
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
@@ -349,6 +361,57 @@ def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
 def load_fix_trials(path, analysis: str, source: str) -> list[dict]:
     """The facts of the fix_trials.yaml at ``path`` (``source``: its path in the case
     folder). QcdoctorError when it is not YAML, ValueError naming every problem else."""
-    from qcdoctor.collectors.yaml_schema import load_plain
-    data = load_plain(Path(path).read_text(encoding="utf-8"), source)
+    from qcdoctor.collectors.yaml_schema import load_document
+    data, _ = load_document(Path(path).read_text(encoding="utf-8"), source, _document())
     return fix_trial_facts(read_fix_trials(data), analysis, source)
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    """An integer of the file too long to be any number: kept as its text, for the reader
+    to refuse with its key (Python's int() refuses past 4,300 digits, advising to change
+    the interpreter's limit)."""
+    text: str
+    digits: int                 # in decimal
+
+    def __str__(self) -> str:           # its start, as a message shows a long value
+        return self.text if len(self.text) <= 40 else self.text[:37] + "..."
+
+    __repr__ = __str__
+
+
+def _decoded_int(constructor, node):
+    """An integer as PyYAML reads it, or TooLarge past ``MAX_DIGITS`` digits (counted on
+    the text: converting it is what fails)."""
+    if node.value.lstrip("+-").startswith(("0x", "0b", "0o")) or ":" in node.value:
+        value = constructor.construct_yaml_int(node)     # no digit limit in those bases
+        if abs(value) < 10 ** MAX_DIGITS:
+            return value
+        return TooLarge(node.value, math.floor(abs(value).bit_length() * math.log10(2)) + 1)
+    digits = sum(c.isdigit() for c in node.value.lstrip("+-0"))
+    return TooLarge(node.value, digits) if digits > MAX_DIGITS else \
+        constructor.construct_yaml_int(node)
+
+
+@lru_cache(maxsize=1)
+def _document():
+    """A reader of the whole file as PyYAML's safe loader reads it (composed within the
+    limits of yaml_schema), its over-long integers as TooLarge."""
+    import yaml
+
+    from qcdoctor.collectors.yaml_schema import Spec
+
+    class Constructor(yaml.constructor.SafeConstructor):
+        pass
+    Constructor.add_constructor("tag:yaml.org,2002:int", _decoded_int)
+
+    class Document(Spec):
+        doc = "fix_trials.yaml"
+
+        def read(self, node, key, ctx):
+            try:
+                return Constructor().construct_document(node)
+            except (yaml.YAMLError, ValueError) as exc:     # an unhashable key, a bad date
+                ctx.fail(node, key, f"not valid YAML: {getattr(exc, 'problem', None) or exc}",
+                         "check indentation and quoting around this line")
+    return Document()

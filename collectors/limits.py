@@ -14,6 +14,11 @@ LIST_ITEMS = 1_000              # items in one YAML list
 TEXT_CHARS = 10_000             # characters in one YAML value
 SCRIPT_FOLLOWED_CALLS = 10_000  # calls of a compile script's own functions that are followed
 SCRIPT_LIST_ITEMS = 100_000     # items of a list constant in a compile script ([0.0] * n)
+# QuantAnalysis and profiler tables (compare_per_layer, sensitivity, statistic, fx_graph...):
+# the widest real one has 26 columns and lines of a few hundred bytes; past these a table
+# is no such output, and reading it on would cost time and memory by its width
+TABLE_COLUMNS = 500             # columns in a table's header
+TABLE_LINE_BYTES = 65_536       # bytes in one line of a table, header or row
 
 
 def size_text(count: int) -> str:

@@ -27,8 +27,17 @@ from qcdoctor.collectors.qa_files import (
     load_probe_manifest,
     run_for,
 )
-from qcdoctor.collectors.reasons import artifact_problem, joined, of_exception, reason, with_fix
+from qcdoctor.collectors.reasons import (
+    Reason,
+    artifact_problem,
+    joined,
+    of_exception,
+    reason,
+    with_fix,
+    zh,
+)
 from qcdoctor.collectors.statistic import load_statistic, weight_fact
+from qcdoctor.collectors.tables import TableRefused
 from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.source_locations import at, case_key
@@ -244,6 +253,9 @@ def _read(facts: list[dict], rel: str, reader, path: Path, *args, files: CaseFil
         return reader(files.check(path, kind), *args)
     except ArtifactRefused:
         return None
+    except TableRefused as exc:         # refused at a line (past a cap): the fact points there
+        facts.append(_problem(rel, with_fix(_on_line(exc), exc.fix), False, rel,
+                              at(rel, exc.line) if exc.line else None))
     except QcdoctorError as exc:
         facts.append(_problem(rel, with_fix(exc.problem, exc.fix), False, rel))
     except (ValueError, OSError, UnicodeDecodeError, IndexError, KeyError) as exc:
@@ -251,6 +263,15 @@ def _read(facts: list[dict], rel: str, reader, path: Path, *args, files: CaseFil
     except Exception as exc:  # noqa: BLE001 - pandas raises many kinds on damaged input
         facts.append(_problem(rel, f"{type(exc).__name__}: {exc}", False, rel))
     return None
+
+
+def _on_line(exc: TableRefused) -> str:
+    """The error's problem after the line it names, in both languages (the fact names the
+    file)."""
+    if not exc.line:
+        return exc.problem
+    return Reason(str(reason("line {line}: {problem}", line=exc.line, problem=str(exc.problem))),
+                  zh(reason("line {line}: {problem}", line=exc.line, problem=zh(exc.problem))))
 
 
 # analysed stages whose input QuantStub carries the QAT scale (a calibration model's scale

@@ -135,7 +135,9 @@ class Number(Spec):
     def read(self, node, key, ctx):
         raw = self._scalar(node, key, ctx, self.doc)
         if node.tag == _BOOL_TAG:
-            ctx.fail(node, key, f"expected a {self.doc}, found the boolean {raw!r}")
+            ctx.fail(node, key, f"expected a {self.doc}, found the boolean {raw!r}",
+                     "write a whole number" if self.integer else
+                     "write a plain number such as 0.449")
         special = raw.strip().lower().lstrip("+-")
         if special in (".nan", ".inf"):
             ctx.fail(node, key, f"{raw!r} is not a finite number",

@@ -12,6 +12,10 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+# a temporary file's name: this, a random part, ".tmp"; never derived from the name it
+# replaces, which may already be as long as a file name can be (255 bytes)
+TEMPORARY_PREFIX = ".qcdoctor-"
+
 
 def temporary_beside(path: str | Path, replace_any: bool = False) -> tuple[int, str]:
     """(open descriptor, name) of a new temporary file in ``path``'s folder: the same file
@@ -25,7 +29,7 @@ def temporary_beside(path: str | Path, replace_any: bool = False) -> tuple[int, 
         kind = None
     if kind is not None and not (stat.S_ISREG(kind) or stat.S_ISLNK(kind)):
         raise OSError(errno.EEXIST, "not a regular file: it is never replaced", str(path))
-    return tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    return tempfile.mkstemp(dir=path.parent or ".", prefix=TEMPORARY_PREFIX, suffix=".tmp")
 
 
 def put_in_place(temporary: str, path: str | Path, mode: int, durable: bool = True) -> None:
@@ -81,3 +85,32 @@ def write_text_atomic(path: str | Path, text: str, durable: bool = True) -> None
     with replaced_atomically(path, existing_mode(path), durable) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
+
+
+@contextmanager
+def folder_made_atomically(path: str | Path):
+    """A new temporary folder beside ``path`` to fill; it becomes ``path`` (absent, or an
+    empty folder) when the block ends without error, and is removed with all it holds
+    otherwise, an interrupt included: ``path`` never holds half of it."""
+    path = Path(path)
+    temporary = _new_folder_beside(path)
+    try:
+        yield temporary
+        os.rename(temporary, path)      # takes an empty folder's place; never a full one's
+    except BaseException:
+        import shutil
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+
+
+def _new_folder_beside(path: Path) -> Path:
+    """A new folder in ``path``'s folder, with the permissions a folder made there gets
+    (mkdtemp's are the owner's alone)."""
+    for _ in range(100):
+        folder = path.parent / f"{TEMPORARY_PREFIX}{os.urandom(6).hex()}.tmp"
+        try:
+            os.mkdir(folder)
+            return folder
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path.parent))

@@ -23,6 +23,7 @@ dropped once compared.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import tempfile
 import threading
@@ -1105,9 +1106,20 @@ def _row(name: str, base_name: str, base: _BaseOutput, layer: Layer,
     if reference.shape != tensor.shape:
         row["shape"] = "mismatch shape"
         return row
+    if not (_finite(base.stats) and _finite(side)):
+        # a NaN or inf on either side makes every metric NaN or meaningless (KL, Rtol):
+        # the cells are left empty, and compare_models warns about the row
+        return row
     metrics = pair_stats(flat_ref, flat, base_side=base.stats, analy_side=side)
     row.update(metrics)
     row["max_atol_diff"] = metrics["atol"]
     row["max_qscale_diff"] = metrics["atol"] / qscale if qscale and metrics["atol"] is not None \
         else None
     return row
+
+
+def _finite(stats: dict) -> bool:
+    """Whether a side's values are all finite: min and max are NaN when any value is
+    (torch's reductions propagate NaN), infinite when one is."""
+    low, high = stats["min"], stats["max"]
+    return low is None or (math.isfinite(low) and math.isfinite(high))

@@ -16,34 +16,55 @@ from __future__ import annotations
 
 import copy
 import math
+import os
+import re
+import shutil
+import stat
+import tempfile
 import warnings
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from qcdoctor.collectors.qa_files import PROBE_MANIFEST, load_probe_manifest
+from qcdoctor.atomic import existing_mode, put_in_place
+from qcdoctor.collectors.qa_files import FIX_TRIALS, PROBE_MANIFEST, load_probe_manifest
 from qcdoctor.collectors.qa_writers import LAYOUTS, ROW_KEYS, write_sensitivity
+from qcdoctor.engine.api.interrupts import HeldInterrupts
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.probe import fix_trials as fixes
-from qcdoctor.probe.capture import LayerRows, compare_layers
+from qcdoctor.probe.capture import PATTERN_END, SAME, LayerRows, compare_layers
 from qcdoctor.probe.quantizers import (
     QuantizerAdapter,
     TorchAoAdapter,
     freeze_observers,
-    restore_observers,
 )
-from qcdoctor.probe.sensitivity import METRICS, output_names
+from qcdoctor.probe.sensitivity import (
+    METRICS,
+    check_output_names,
+    name_problem,
+    output_names,
+    undo_all,
+)
 from qcdoctor.probe.sensitivity import sensitivity as sensitivity_pass
-from qcdoctor.probe.stats import release_scratch
+from qcdoctor.probe.stats import nonfinite_counts, release_scratch
 from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES
 
 EXTRA_COLUMNS = ["base_mod_name", "match"]
 # below this share of analysis outputs compared, the table is no layer-by-layer reading
 MATCHED_ENOUGH = 0.5
 MANIFEST_ITEMS = 500                   # names listed per list of probe_run.yaml
+# the files the probe writes directly in its folder (the layer tables among them),
+# besides the sensitivity tables (_SENSITIVITY_FILE): only files of these names are ever
+# replaced or removed there; a new file of the probe gets its name here
+PROBE_FILES = frozenset({"compare_per_layer_out.csv", "compare_per_layer_out.txt",
+                         "fx_graph.txt", "layer_own_error.csv", FIX_TRIALS, PROBE_MANIFEST})
+_SENSITIVITY_FILE = re.compile(r"output_(?P<output>.+)_(?P<metric>" + "|".join(METRICS)
+                               + r")_sensitive_ops\.(?:txt|pt)", re.DOTALL)
+_TEMPORARY = ".qcdoctor-"              # a temporary file's or folder's name starts so
 
 
 class ProbeWarning(UserWarning):
@@ -93,10 +114,15 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     compare_per_layer_out.{csv,txt}, the sensitivity tables and probe_run.yaml to ``out_dir``.
 
     inputs: a tensor, a tuple/list of positional arguments, or a dict of keyword
-    arguments for one forward call. names: names of the model outputs (default: their
-    position or key). device: move both models and the inputs there (default: the
-    models stay where they are, the inputs follow the analysis model). Both models run
-    in eval mode with their observers frozen; modes and switches are restored after.
+    arguments for one forward call; every value finite. names: names of the model
+    outputs (default: their position or key), each usable in a file name. device: move
+    both models and the inputs there (default: the models stay where they are, the
+    inputs follow the analysis model). Both models run in eval mode with their
+    observers frozen; modes and switches are restored after, an interrupt included.
+
+    out_dir: a new or empty folder, or an earlier probe output, whose files (the ones its
+    probe_run.yaml lists, each a name the probe writes) are replaced; anything else there
+    is refused before any work.
 
     try_fixes: then measure candidate remedies on a deep copy of ``analysis`` and write
     fix_trials.yaml (``result.fix_trials``): at most ``fix_budget`` forward passes, the
@@ -111,12 +137,20 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
         raise QcdoctorError(f"unknown analysis_model_type {analysis_model_type!r}",
                             key="analysis_model_type",
                             fix=f"use one of {', '.join(ANALYSIS_TYPE_STAGES)}")
+    if names is not None:
+        if isinstance(names, (str, bytes)):
+            raise QcdoctorError(f"names is one text ({names!r}), not a list of names",
+                                key="names", fix=f"give a list, e.g. names=[{names!r}]")
+        names = list(names)
+        check_output_names(names, metric)
+    checked_device(device)
+    check_finite_inputs(inputs)
     goal = fixes.check_options(fix_budget, fix_target, fix_metric) if try_fixes else None
     adapter = adapter or TorchAoAdapter()
     if try_fixes:
         fixes.enabled_quantizers(analysis, adapter)     # before any work: something to try
     out = Path(out_dir)
-    old_files = _check_out_dir(out)
+    earlier = check_out_dir(out)
     if device is not None:
         baseline.to(device)
         analysis.to(device)
@@ -127,55 +161,31 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
         return model(*args, **kwargs)
 
     every = [_modules(model) for model in (baseline, analysis)]
-    modes = [(m, m.training) for modules in every for m in modules]
-    frozen = freeze_observers(analysis, every[1]) + freeze_observers(baseline, every[0])
+    saved = _Saved(every[0] + every[1])     # before any change: all of it can be undone
     try:
+        freeze_observers(analysis, every[1])
+        freeze_observers(baseline, every[0])
         _eval(baseline)
         _eval(analysis)
         layers = compare_layers(baseline, analysis, args, kwargs)
         with torch.inference_mode():
             reference = [t for _, t in layers.baseline_outputs]
-            named = output_names(layers.analysis_outputs, names)
-            if len(named) != len(reference):
-                raise QcdoctorError(f"{len(named)} output name(s) given, the model returns "
-                                    f"{len(reference)} tensor(s)", key="names",
-                                    fix="give one name per output tensor, or none")
+            named = _output_names(reference, layers.analysis_outputs, names, metric,
+                                  sensitivity, try_fixes)
             tables = {}
-            shapes = [(tuple(b.shape), tuple(a.shape))
-                      for b, (_, a) in zip(reference, layers.analysis_outputs, strict=False)]
-            if (sensitivity or try_fixes) and (len(layers.analysis_outputs) != len(reference)
-                                               or any(b != a for b, a in shapes)):
-                option = "sensitivity" if sensitivity else "try_fixes"
-                raise QcdoctorError("the two models' outputs differ in number or shape, so "
-                                    "their errors cannot be measured", key=option,
-                                    fix="compare models with the same outputs, or run without "
-                                        + ("sensitivity (--no-sensitivity)" if sensitivity
-                                           else "--try-fixes"))
             if sensitivity:
                 per_output = sensitivity_pass(analysis, adapter, run, reference, metric,
                                               progress)
                 tables = dict(zip(named, per_output, strict=True))
     finally:
-        restore_observers(frozen)
-        for module, training in modes:
-            # a plain flag (train() would walk the children again, Module.__setattr__
-            # look for parameters first)
-            object.__setattr__(module, "training", training)
-        release_scratch()
+        try:
+            saved.restore()
+        finally:
+            release_scratch()
     # the copy after the comparison (its memory released), before any file is written
     trial_copy = _trial_copy(analysis) if try_fixes else None
-    for stale in old_files:
-        stale.unlink(missing_ok=True)
     result = _result(out, layers, tables)
-    result.files.extend(_write_compare(out, layers.rows))
-    if layers.graph is not None:
-        from qcdoctor.probe.fxgraph import write_fx_graph
-        result.files.append(write_fx_graph(out / "fx_graph.txt", layers.graph,
-                                           layers.graph_names))
-    for name, rows in tables.items():
-        for fmt in ("txt", "pt"):
-            result.files.append(write_sensitivity(out, rows, output=name, metric=metric,
-                                                  flops=False, fmt=fmt))
+    _write_comparison(out, earlier, result, layers, tables, analysis_model_type, metric)
     try:
         if trial_copy is not None:
             document = fixes.try_fixes(trial_copy, adapter, run, reference, named,
@@ -183,22 +193,142 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
                                        budget=fix_budget, target=goal, metric=fix_metric,
                                        progress=progress)
             result.fix_trials = document
-            result.files.append(fixes.write_fix_trials(out, document))
+            result.files.append(out / FIX_TRIALS)
+            with _writing(out):
+                # listed before it is written: a run stopped in between leaves a folder
+                # its rerun replaces
+                _write_manifest(result, analysis_model_type, metric)
+                fixes.write_fix_trials(out, document)
     finally:
-        trial_copy = None                  # the copy goes before the manifest is written
+        trial_copy = None                  # the copy goes before the result is returned
         release_scratch()
-        # whatever happened, the folder lists what was written (a rerun may replace it)
-        result.files.append(_write_manifest(result, analysis_model_type, metric))
+    result.files.append(out / PROBE_MANIFEST)
     for message in result.warnings:
         warnings.warn(message, ProbeWarning, stacklevel=2)
     return result
 
 
+def checked_device(device, key: str = "device") -> None:
+    """One clear error for a device torch cannot run on here (an unknown name, CUDA in a
+    CPU-only build, a GPU index past the last one), before anything moves."""
+    if device is None:
+        return
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise QcdoctorError(f"{device!r} is not a torch device ({_first_line(exc)})", key=key,
+                            fix="give cpu, cuda or cuda:N (the GPU's index)") from None
+    if parsed.type == "meta":
+        raise QcdoctorError("the meta device holds no values to compare", key=key,
+                            fix="give cpu, cuda or cuda:N (the GPU's index)")
+    try:
+        torch.empty(1, device=parsed)
+    except Exception as exc:  # noqa: BLE001 - torch says why in many kinds of exceptions
+        raise QcdoctorError(f"device {device!r} cannot be used here ({_first_line(exc)})",
+                            key=key,
+                            fix="run on cpu (leave the device out, or give cpu), or install "
+                                "the torch build for that device") from None
+
+
+def check_finite_inputs(inputs, file: str | None = None) -> None:
+    """One clear error for inputs holding NaN or inf: every layer's metrics would be NaN."""
+    found = nonfinite_counts(inputs)
+    if not found:
+        return
+    name, nan, inf, total = found[0]
+    what = " and ".join(part for part in (f"{nan} NaN" if nan else "",
+                                          f"{inf} infinite" if inf else "") if part)
+    more = f" (and {len(found) - 1} more tensor(s) like it)" if len(found) > 1 else ""
+    which = "the input tensor" + ("" if name == "inputs" else f" {name}")
+    raise QcdoctorError(f"{which} holds {what} value(s) of {total}{more}: "
+                        f"every layer's metrics would be NaN", file=file,
+                        key=None if file else "inputs",
+                        fix="give finite inputs: replace those values (torch.nan_to_num) or "
+                            "take another sample")
+
+
+def _output_names(reference: list, outputs: list, names: list[str] | None, metric: str,
+                  sensitivity: bool, try_fixes: bool) -> list[str]:
+    """The model outputs' names; one clear error where the two models' outputs cannot be
+    measured as asked, or a name cannot name its tables."""
+    if sensitivity or try_fixes:
+        _same_outputs(reference, outputs, "sensitivity" if sensitivity else "try_fixes")
+    if names is not None and len(names) != len(outputs):
+        raise QcdoctorError(f"{len(names)} output name(s) given, the analysis model returns "
+                            f"{len(outputs)} tensor(s)", key="names",
+                            fix="give one name per output tensor, or none")
+    named = output_names(outputs, names)
+    if names is None and sensitivity:
+        check_output_names(named, metric, derived=True)
+    return named
+
+
+def _same_outputs(reference: list, outputs: list, option: str) -> None:
+    fix = "compare models with the same outputs, or run without " + (
+        "sensitivity (--no-sensitivity)" if option == "sensitivity" else "--try-fixes")
+    if len(reference) != len(outputs):
+        raise QcdoctorError(f"the two models return different numbers of outputs: "
+                            f"{len(reference)} from the baseline, {len(outputs)} from the "
+                            f"analysis model, so their errors cannot be measured", key=option,
+                            fix=fix)
+    for index, (base, (_, analysis)) in enumerate(zip(reference, outputs, strict=True)):
+        if base.shape != analysis.shape:
+            raise QcdoctorError(f"the two models' outputs differ in number or shape: output "
+                                f"{index} is {tuple(base.shape)} from the baseline, "
+                                f"{tuple(analysis.shape)} from the analysis model, so their "
+                                f"errors cannot be measured", key=option, fix=fix)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else type(exc).__name__
+
+
+class _Saved:
+    """The caller's modules as they were: each one's training flag, each fake quant's
+    observer and fake-quant switches. Recorded whole before the probe changes any of it,
+    so an interrupt anywhere (freezing included) is undone."""
+
+    def __init__(self, modules: list[nn.Module]):
+        from torch.ao.quantization import FakeQuantizeBase
+        self.modes = [(m, m.training) for m in modules]
+        self.switches = [(m, _switch(m, "observer_enabled"), _switch(m, "fake_quant_enabled"))
+                         for m in modules if isinstance(m, FakeQuantizeBase)]
+
+    def restore(self) -> None:
+        undo_all((lambda: _restore_switches(self.switches),
+                  lambda: _restore_modes(self.modes)))
+
+
+def _switch(module: nn.Module, name: str) -> bool | None:
+    flag = getattr(module, name, None)
+    if not isinstance(flag, torch.Tensor) or not flag.numel():
+        return None
+    return bool(flag.reshape(-1)[0])
+
+
+def _restore_switches(switches: list) -> None:
+    for module, observing, quantizing in switches:
+        if observing is not None and _switch(module, "observer_enabled") != observing:
+            module.enable_observer(observing)
+        if quantizing is not None and _switch(module, "fake_quant_enabled") != quantizing:
+            module.enable_fake_quant(quantizing)
+
+
+def _restore_modes(modes: list) -> None:
+    for module, training in modes:
+        # a plain flag (train() would walk the children again, Module.__setattr__ look
+        # for parameters first)
+        object.__setattr__(module, "training", training)
+
+
 def _result(out: Path, layers: LayerRows, tables: dict) -> ProbeResult:
     compared = sum(1 for r in layers.rows if r.get("cosine") is not None
                    or r.get("atol") is not None)
+    broken = [r["mod_name"] for r in layers.rows if _holds_nonfinite(r)]
     outputs = len(layers.rows) + len(layers.analysis_only)
-    share = compared / outputs if outputs else 1.0
+    matched = compared + len(broken)        # a NaN row has its counterpart, no metrics
+    share = matched / outputs if outputs else 1.0
     result = ProbeResult(out, layers.rows, layers.baseline_only, layers.analysis_only, tables,
                          aligned=layers.aligned, unaligned=layers.unaligned,
                          fused_intermediates=layers.fused_intermediates,
@@ -209,9 +339,14 @@ def _result(out: Path, layers: LayerRows, tables: dict) -> ProbeResult:
             f"{len(layers.changed)} layer output(s) were changed in place by the model before "
             f"the probe read them, by an op it did not see coming "
             f"({', '.join(layers.changed[:5])}): their rows may be wrong")
+    if broken:
+        result.warnings.append(
+            f"{len(broken)} layer output(s) hold NaN or infinite values on finite inputs "
+            f"({', '.join(broken[:5])}, in execution order): their metric cells are left "
+            f"empty; the first of them is where the model's numbers break")
     if outputs and share < MATCHED_ENOUGH:
         result.warnings.append(
-            f"only {compared} of {outputs} analysis layer outputs have a baseline output "
+            f"only {matched} of {outputs} analysis layer outputs have a baseline output "
             f"computing the same thing ({len(layers.analysis_only)} only in the analysis "
             f"model, {len(layers.unaligned) + len(layers.fused_intermediates)} computing "
             f"something else, {len(layers.baseline_only)} only in the baseline): the two "
@@ -221,15 +356,46 @@ def _result(out: Path, layers: LayerRows, tables: dict) -> ProbeResult:
     return result
 
 
+_SIDES = ("base_model_min", "base_model_max", "analy_model_min", "analy_model_max")
+
+
+def _holds_nonfinite(row: dict) -> bool:
+    """A row compared with its counterpart whose sides hold NaN or inf (capture leaves
+    its metrics empty)."""
+    if row.get("match") not in (SAME, PATTERN_END) or row.get("shape") == "mismatch shape":
+        return False
+    return any(isinstance(row.get(k), float) and not math.isfinite(row[k]) for k in _SIDES)
+
+
 def _write_compare(folder: Path, rows: list[dict]) -> list[Path]:
     """compare_per_layer_out.{csv,txt}: the 23-column layout plus EXTRA_COLUMNS, in the
     profiler's formats (as qa_writers writes them): a psql box table with an index column
     and a ', '-separated CSV without one, floats with 7 decimals, commas inside a CSV cell
     as ``*``; a missing value is an empty cell in both (the readers' NA values are None,
-    nan and empty: no "None" text in the tables)."""
+    nan and empty: no "None" text in the tables).
+
+    A name keeps every character but control characters (line breaks and tabs among
+    them), line and paragraph separators and lone surrogates, each written as its Python
+    escape (a line break as ``\\n``): written as they are, they would end a row early
+    or could not be encoded. A '|' in a name stays: the psql table's cells are padded to
+    their column's width, so the reader cuts a row where the header's bars are. The
+    readers strip a name's leading and trailing spaces."""
+    import re
     header = LAYOUTS["23"] + EXTRA_COLUMNS
     keys = [ROW_KEYS.get(c, c) for c in header]
     cells = [[_cell(row.get(k)) for k in keys] for row in rows]
+    unwritable = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+    def escape(found: re.Match) -> str:
+        char = found.group()
+        return named.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100
+                                   else f"\\u{ord(char):04x}")
+    text_at = [i for i, name in enumerate(header) if name not in _NUMERIC]
+    for row in cells:
+        for i in text_at:
+            if unwritable.search(row[i]):
+                row[i] = unwritable.sub(escape, row[i])
     folder.mkdir(parents=True, exist_ok=True)
     csv_path = folder / "compare_per_layer_out.csv"
     lines = [", ".join(header)]
@@ -262,7 +428,12 @@ _NUMERIC = set(LAYOUTS["23"][5:])      # qscale onwards: numbers, right-aligned
 
 
 def _psql(header: list[str], cells: list[list[str]]) -> str:
-    """qa_writers.psql's box table (numbers right-aligned, text left), column-wise."""
+    """qa_writers.psql's box table (numbers right-aligned, text left), column-wise.
+
+    Every cell is padded to its column's width in characters, so each line's bars stand
+    where the header's do, a '|' inside a name or not: the reader cuts a row with more
+    bars than the header there. Cells hold no line breaks (``_write_compare`` escapes
+    them)."""
     full = [""] + header
     body = [[str(i)] + r for i, r in enumerate(cells)]
     widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(full)]
@@ -280,29 +451,185 @@ def _psql(header: list[str], cells: list[list[str]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _check_out_dir(out: Path) -> list[Path]:
-    """The files an earlier probe run left there (replaced now); refuses a folder that
-    holds anything else, so nothing of the user's is overwritten."""
-    if not out.exists():
+def check_out_dir(out: Path) -> list[str]:
+    """The names of the files an earlier probe run left in ``out`` (replaced or removed by
+    this run). Before anything is written, refuses a folder that holds anything else, and
+    a probe_run.yaml listing anything but a file the probe writes, by its name, directly
+    in the folder: a manifest may come with someone else's case, and nothing outside
+    those names is ever replaced or removed."""
+    if not os.path.lexists(out):
         return []
     if not out.is_dir():
         raise QcdoctorError("is not a folder", file=str(out), fix="give a new or empty folder")
-    present = [p for p in out.iterdir()]
+    try:
+        present = sorted(os.listdir(out))
+    except OSError as exc:
+        raise QcdoctorError(f"cannot read the output folder ({exc.strerror or exc})",
+                            file=str(out), fix="give a folder you may read and write") from None
     if not present:
         return []
     manifest = out / PROBE_MANIFEST
-    try:
-        written = _read_manifest(manifest) if manifest.is_file() else None
-    except (OSError, UnicodeDecodeError, QcdoctorError):    # unreadable: nothing is ours
-        written = None
-    listed = written.get("files") if isinstance(written, dict) else None
-    ours = {out / str(name) for name in listed} | {manifest} if isinstance(listed, list) else set()
-    foreign = [p.name for p in present if p not in ours]
+    listed = _listed_files(manifest)
+    if listed is not None:
+        _refuse_foreign_entries(manifest, listed)
+    ours = set() if listed is None else {PROBE_MANIFEST, *listed}
+    foreign = [name for name in present if name not in ours and not _leftover(name)]
     if foreign:
         raise QcdoctorError(f"the output folder holds files qcdoctor probe did not write "
-                            f"({', '.join(sorted(foreign)[:3])})", file=str(out),
+                            f"({', '.join(foreign[:3])})", file=str(out),
                             fix="give a new or empty folder (an earlier probe output is replaced)")
-    return [p for p in ours if p.exists()]
+    return [name for name in listed if name != PROBE_MANIFEST and os.path.lexists(out / name)]
+
+
+def _leftover(name: str) -> bool:
+    """A temporary a killed run left (qcdoctor's own name for one, never a name a user
+    gives): neither refused nor touched, so the rerun goes ahead."""
+    return name.endswith(".tmp") and (name.startswith(_TEMPORARY) or any(
+        name.startswith(f".{file}.") for file in PROBE_FILES))
+
+
+_check_out_dir = check_out_dir         # its earlier name
+
+
+def _listed_files(manifest: Path) -> list | None:
+    """probe_run.yaml's ``files``; None where there is no readable manifest (a link or a
+    folder at its name is none of the probe's)."""
+    try:
+        if not stat.S_ISREG(os.lstat(manifest).st_mode):
+            return None
+        written = _read_manifest(manifest)
+    except (OSError, UnicodeDecodeError, QcdoctorError):    # unreadable: nothing is ours
+        return None
+    listed = written.get("files") if isinstance(written, dict) else None
+    return listed if isinstance(listed, list) else None
+
+
+def _refuse_foreign_entries(manifest: Path, listed: list) -> None:
+    bad = [(entry, why) for entry in listed
+           if (why := _entry_problem(manifest.parent, entry)) is not None]
+    if not bad:
+        return
+    entry, why = bad[0]
+    more = f" ({len(bad) - 1} more entries like it)" if len(bad) > 1 else ""
+    raise QcdoctorError(f"lists {entry!r}: {why}{more}; qcdoctor probe replaces or removes "
+                        f"only the files it writes, by their names, directly in its folder",
+                        file=str(manifest), key="files",
+                        fix="remove the entry from probe_run.yaml (or probe_run.yaml itself, "
+                            "if the folder is no probe output of yours), or give a new or "
+                            "empty output folder")
+
+
+def _entry_problem(folder: Path, entry) -> str | None:
+    """Why a ``files`` entry of probe_run.yaml is none of the probe's files, or None."""
+    if not isinstance(entry, str):
+        return f"a {type(entry).__name__}, not a file name"
+    if os.path.isabs(entry):
+        return "an absolute path"
+    if "/" in entry or "\\" in entry:
+        parts = entry.replace("\\", "/").split("/")
+        return "a path out of the folder" if ".." in parts else "a path into a subfolder"
+    if not is_probe_file(entry):
+        return "a name qcdoctor probe never writes"
+    try:
+        mode = os.lstat(folder / entry).st_mode
+    except FileNotFoundError:
+        return None                     # gone: nothing to replace
+    except OSError as exc:
+        return f"which cannot be read ({exc.strerror or exc})"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return None if stat.S_ISREG(mode) else "no regular file"
+
+
+def is_probe_file(name: str) -> bool:
+    """Whether qcdoctor probe writes a file of this name (in its output folder)."""
+    if name in PROBE_FILES:
+        return True
+    match = _SENSITIVITY_FILE.fullmatch(name)
+    return match is not None and name_problem(match["output"], match["metric"]) is None
+
+
+@contextmanager
+def _writing(out: Path):
+    """A file of the probe that cannot be written is one clear error naming the folder."""
+    try:
+        yield
+    except OSError as exc:
+        raise QcdoctorError(f"cannot write the probe's files ({exc.strerror or exc})",
+                            file=str(out), fix="free some space there, change its permissions, "
+                                               "or give another output folder") from None
+
+
+def _write_comparison(out: Path, earlier: list[str], result: ProbeResult, layers: LayerRows,
+                      tables: dict, kind: str, metric: str) -> None:
+    """compare_per_layer_out, fx_graph.txt, the sensitivity tables and probe_run.yaml in
+    ``out``: each written whole into a temporary folder there, then put in place (a link
+    at its name replaced, never followed); the earlier run's other files removed. A
+    failure before that leaves ``out`` as it was."""
+    created = not os.path.lexists(out)
+    with _writing(out):
+        out.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f"{_TEMPORARY}probe-", suffix=".tmp", dir=out))
+        try:
+            staged = _stage(staging, layers, tables, metric)
+            _publish(out, staging, staged, earlier, result, kind, metric)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            if created and not result.files:    # nothing put in place: no folder left
+                _remove_empty(out)
+
+
+def _stage(staging: Path, layers: LayerRows, tables: dict, metric: str) -> list[str]:
+    """The comparison's files written into ``staging``; their names, in order."""
+    paths = _write_compare(staging, layers.rows)
+    if layers.graph is not None:
+        from qcdoctor.probe.fxgraph import write_fx_graph
+        paths.append(write_fx_graph(staging / "fx_graph.txt", layers.graph,
+                                    layers.graph_names))
+    for name, rows in tables.items():
+        for fmt in ("txt", "pt"):
+            paths.append(write_sensitivity(staging, rows, output=name, metric=metric,
+                                           flops=False, fmt=fmt))
+    return [Path(path).name for path in paths]
+
+
+def _publish(out: Path, staging: Path, staged: list[str], earlier: list[str],
+             result: ProbeResult, kind: str, metric: str) -> None:
+    """The staged files put in place of the earlier run's, with their manifest; a Ctrl-C
+    waits until the folder is whole."""
+    with HeldInterrupts() as hold:
+        hold()
+        # both runs' files listed first: a run stopped half-way (killed) still leaves a
+        # folder its rerun replaces
+        _write_manifest(result, kind, metric, files=sorted({*earlier, *staged}))
+        for name in staged:
+            new = staging / name
+            # the earlier file's permissions kept, as every atomic replacement keeps them
+            mode = existing_mode(out / name, default=os.stat(new).st_mode & 0o7777)
+            put_in_place(new, out / name, mode, durable=False)
+        for name in earlier:
+            if name not in staged:
+                _remove_file(out / name)
+        result.files.extend(out / name for name in staged)
+        _write_manifest(result, kind, metric)
+
+
+def _remove_file(path: Path) -> None:
+    """``path`` removed if it is a regular file (never a link's target, never a folder)."""
+    try:
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _remove_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:                     # not empty, or gone: left as it is
+        pass
 
 
 # manifest path -> (the text this process wrote there, its file list): a rerun into the
@@ -317,13 +644,15 @@ def _read_manifest(manifest: Path):
     return load_probe_manifest(manifest)
 
 
-def _write_manifest(result: ProbeResult, kind: str, metric: str) -> Path:
+def _write_manifest(result: ProbeResult, kind: str, metric: str,
+                    files: list[str] | None = None) -> Path:
+    """probe_run.yaml; ``files``: the names it lists (default: those of ``result.files``)."""
     import yaml
 
     from qcdoctor.atomic import write_text_atomic
     baseline, analysis = ANALYSIS_TYPE_STAGES[kind]
     path = result.out_dir / PROBE_MANIFEST
-    names = {p.name for p in result.files}
+    names = {p.name for p in result.files} if files is None else set(files)
     counts = {}
 
     def listed(key: str, values):

@@ -4,15 +4,21 @@ a .pt file.
 MOD:ATTR imports the user's module (code runs, as pytest runs test files): an explicit,
 documented choice of the probe command. The working directory is importable, as with
 ``python -m``. Inputs load with ``weights_only=True``: tensors and plain containers only.
+A module or factory that raises is one clear error naming the file, the line in it and
+what was raised (``QCDOCTOR_DEBUG=1`` prints the traceback as well).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
 import sys
 from pathlib import Path
 
 from qcdoctor.errors import QcdoctorError
+
+_SEE_TRACEBACK = "QCDOCTOR_DEBUG=1 prints the traceback"
 
 
 def load_model(spec: str, option: str):
@@ -26,11 +32,7 @@ def load_model(spec: str, option: str):
     cwd = str(Path.cwd())
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise QcdoctorError(f"cannot import {module_name} ({exc})", key=option,
-                            fix="run from the folder that holds it, or put it on PYTHONPATH") from None
+    module = _imported(module_name, option)
     target = module
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -38,16 +40,93 @@ def load_model(spec: str, option: str):
                                 fix=f"check the name after ':' in {spec}")
         target = getattr(target, part)
     if callable(target) and not isinstance(target, nn.Module):
-        target = target()
+        target = _called(target, spec, module, option)
     if not isinstance(target, nn.Module):
         raise QcdoctorError(f"{spec} gives a {type(target).__name__}, not a torch nn.Module",
                             key=option, fix="name a model or a function returning one")
     return target
 
 
+def _imported(module_name: str, option: str):
+    """The user's module, imported; one clear error when it is not found or its code
+    raises."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise QcdoctorError(f"cannot import {module_name} ({exc})", key=option,
+                                fix="run from the folder that holds it, or put it on "
+                                    "PYTHONPATH") from None
+        raised = exc                    # found, but it imports something missing
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the user's code raises
+        if isinstance(exc, SystemExit) and type(exc) is not SystemExit:
+            raise                       # a stop signal (SIGTERM) on its way out
+        raised = exc
+    source = _source_of(module_name)
+    raise QcdoctorError(f"importing {module_name} fails: {_what(raised)}",
+                        file=_where(raised, source), line=_line(raised, source), key=option,
+                        fix=f"fix the error in {module_name} (python -c 'import "
+                            f"{module_name}' shows it; {_SEE_TRACEBACK})") from raised
+
+
+def _called(factory, spec: str, module, option: str):
+    """What the factory returns; one clear error naming it when it raises."""
+    try:
+        return factory()
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the user's code raises
+        if isinstance(exc, SystemExit) and type(exc) is not SystemExit:
+            raise
+        source = getattr(module, "__file__", None)
+        raise QcdoctorError(f"{spec} raised {_what(exc)}", file=_where(exc, source),
+                            line=_line(exc, source), key=option,
+                            fix=f"make {spec.partition(':')[2]}() return the model when called "
+                                f"without arguments ({_SEE_TRACEBACK})") from exc
+
+
+def _what(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:200]}" if lines else type(exc).__name__
+
+
+def _source_of(module_name: str) -> str | None:
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (Exception, SystemExit):  # noqa: BLE001 - a parent package that fails again
+        return None
+    return spec.origin if spec is not None and spec.has_location else None
+
+
+def _line(exc: BaseException, source: str | None) -> int | None:
+    """The line of ``source`` the exception came through last (a syntax error's own)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return exc.lineno
+    found = None
+    frame = exc.__traceback__
+    while frame is not None:
+        if source and _same_path(frame.tb_frame.f_code.co_filename, source):
+            found = frame.tb_lineno
+        frame = frame.tb_next
+    return found
+
+
+def _where(exc: BaseException, source: str | None) -> str | None:
+    path = exc.filename if isinstance(exc, SyntaxError) and exc.filename else source
+    if not path:
+        return None
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def _same_path(a: str, b: str) -> bool:
+    return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
+
+
 def load_inputs(path: Path):
-    """A tensor, a tuple/list of positional arguments or a dict of keyword arguments."""
+    """A tensor, a tuple/list of positional arguments or a dict of keyword arguments, its
+    values finite."""
     import torch
+
+    from qcdoctor.probe.compare import check_finite_inputs
     if not path.is_file():
         raise QcdoctorError("file not found", file=str(path),
                             fix="save the inputs with torch.save(tensor_or_tuple, path)")
@@ -60,4 +139,5 @@ def load_inputs(path: Path):
     if not isinstance(inputs, (torch.Tensor, tuple, list, dict)):
         raise QcdoctorError(f"holds a {type(inputs).__name__}", file=str(path),
                             fix="save a tensor, or a tuple/list/dict of the forward's arguments")
+    check_finite_inputs(inputs, file=str(path))
     return inputs

@@ -8,17 +8,24 @@ sensitive first. Every switch is restored afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import unicodedata
+from collections.abc import Callable, Iterable
 
 import torch
 
+from qcdoctor.collectors.qa_writers import sensitivity_name
 from qcdoctor.collectors.sensitivity import ASCENDING
+from qcdoctor.engine.api.interrupts import HeldInterrupts
+from qcdoctor.errors import QcdoctorError
 from qcdoctor.probe.quantizers import QuantizerAdapter
 from qcdoctor.probe.stats import flatten_output, pair_stats
 
 # file-name metric -> pair_stats key (also the collector's name of the metric)
 METRICS = {"L1": "l1", "MSE": "mse", "KL": "kl", "ATOL": "atol", "Cosine": "cosine",
            "SQNR": "sqnr"}
+NAME_BYTES = 255                    # the longest file name most file systems take
+RETRIES = 3                         # runs of one undo step cut short before it is given up
 
 
 def output_names(outputs: list[tuple[str, torch.Tensor]], names: list[str] | None) -> list[str]:
@@ -28,6 +35,69 @@ def output_names(outputs: list[tuple[str, torch.Tensor]], names: list[str] | Non
         return list(names)
     derived = [suffix.strip("[]").replace("][", "_") for suffix, _ in outputs]
     return [d or "0" for d in derived]
+
+
+def name_problem(name, metric: str) -> str | None:
+    """Why ``name`` cannot name an output's sensitivity tables
+    (output_<name>_<metric>_sensitive_ops.{txt,pt}, one file directly in the folder),
+    or None."""
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not a text"
+    if not name.strip():
+        return "is empty"
+    if name in (".", ".."):
+        return "names a folder"
+    if "/" in name or "\\" in name:
+        return "holds a path separator"
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in name):
+        return "holds a control character"
+    try:
+        size = len(os.fsencode(sensitivity_name(name, metric, ext="txt")))
+    except UnicodeError:
+        return "cannot be encoded as a file name"
+    if size > NAME_BYTES:
+        return (f"is too long: its file name output_<name>_{metric}_sensitive_ops.txt "
+                f"would be {size} bytes, at most {NAME_BYTES}")
+    return None
+
+
+def check_output_names(names: list, metric: str, key: str = "names",
+                       derived: bool = False) -> None:
+    """One clear error for output names that cannot name their sensitivity tables, or
+    that name two outputs alike (one table would replace the other). ``derived``: the
+    names come from the model's output keys, not from the user."""
+    seen = set()
+    for name in names:
+        why = name_problem(name, metric)
+        if why is None and name in seen:
+            why = "is given twice: one output's tables would replace the other's"
+        if why is not None:
+            where = "the model's output key" if derived else "output name"
+            raise QcdoctorError(f"{where} {name!r} {why}", key=key,
+                                fix="give one name per model output, each usable in a file "
+                                    "name (letters, digits, '_', '-', no '/'), e.g. "
+                                    + ("--names logits,boxes" if key.startswith("--")
+                                       else "names=['logits', 'boxes']"))
+        seen.add(name)
+
+
+def undo_all(steps: Iterable[Callable[[], None]]) -> None:
+    """Run every step (each one puts the caller's model back as it was; running one again
+    does no harm) to its end, whatever interrupts it: a Ctrl-C waits until the last step
+    is done, and a step cut short by an exception is run again (at most RETRIES times).
+    The first exception is raised once all are done."""
+    first: BaseException | None = None
+    with HeldInterrupts() as hold:
+        hold()
+        for step in steps:
+            for _ in range(RETRIES):
+                try:
+                    step()
+                    break
+                except BaseException as exc:  # noqa: BLE001 - raised after the last step
+                    first = exc if first is None else first
+    if first is not None:
+        raise first
 
 
 def sensitivity(analysis, adapter: QuantizerAdapter, run, reference: list[torch.Tensor],
@@ -42,7 +112,7 @@ def sensitivity(analysis, adapter: QuantizerAdapter, run, reference: list[torch.
             adapter.set_enabled(q, False)
         for done, q in enumerate(quantizers):
             adapter.set_enabled(q, True)
-            outputs = flatten_output(run(analysis))
+            outputs = flatten_output(_run_alone(run, analysis, q))
             adapter.set_enabled(q, False)
             for rows, base, (_, out) in zip(per_output, reference, outputs, strict=True):
                 value = pair_stats(base, out, (key,))[key]
@@ -51,7 +121,29 @@ def sensitivity(analysis, adapter: QuantizerAdapter, run, reference: list[torch.
             if progress is not None:
                 progress(q.op_name, done + 1, len(quantizers))
     finally:
-        for q, enabled in saved:
-            adapter.set_enabled(q, enabled)
+        undo_all(lambda q=q, enabled=enabled: adapter.set_enabled(q, enabled)
+                 for q, enabled in saved)
     reverse = key not in ASCENDING          # the collector's order: worst first
-    return [sorted(rows, key=lambda r: r[3], reverse=reverse) for rows in per_output]
+
+    def order(row):
+        # a NaN (the model's output broke with that quantizer on) is the worst of all: a
+        # NaN key would leave the order to chance
+        nan = row[3] != row[3]
+        return (nan, row[3]) if reverse else (not nan, row[3])
+    return [sorted(rows, key=order, reverse=reverse) for rows in per_output]
+
+
+def _run_alone(run, analysis, quantizer):
+    """The model's output with only ``quantizer`` on; one clear error when the model
+    fails so (it ran with all of them on)."""
+    try:
+        return run(analysis)
+    except Exception as exc:  # noqa: BLE001 - whatever the user's forward raises
+        lines = str(exc).strip().splitlines()
+        what = f"{type(exc).__name__}: {lines[0][:200]}" if lines else type(exc).__name__
+        raise QcdoctorError(f"the analysis model fails with only the quantizer of "
+                            f"{quantizer.op_name} ({quantizer.sensitive_type}) on ({what})",
+                            key="sensitivity",
+                            fix="make the model run with any set of its fake quants "
+                                "switched off, or run without sensitivity "
+                                "(--no-sensitivity)") from exc

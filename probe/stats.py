@@ -112,14 +112,15 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
             power = _square_sum(a) if power is None else power
             values["cosine"] = _cosine(signal, power, noise)
         if "sqnr" in asked:
-            values["sqnr"] = 10.0 * math.log10(signal / noise) if noise > 0 and signal > 0 \
-                else None
+            values["sqnr"] = _sqnr(signal, noise)
         if asked & {"l1", "atol", "rtol"}:
             diff = diff.abs_()
             values["l1"] = float(diff.sum()) / n
             values["atol"] = float(diff.max())
             if "rtol" in asked:
-                if signal > 0:
+                if not math.isfinite(values["atol"]):
+                    values["rtol"] = values["atol"]     # a NaN or inf difference: no ratio
+                elif signal > 0:
                     # |a-b| / b: its largest magnitude is Rtol; a zero of b gives inf or
                     # nan, cleared only then (a second pass)
                     ratio = torch.div(diff, b, out=diff)   # |a-b| is used up
@@ -143,7 +144,7 @@ def _kl(b: torch.Tensor, a: torch.Tensor, diff: torch.Tensor, b_max: float | Non
     a_max = float(a.max()) if a_max is None else a_max
     if not (math.isfinite(b_max) and math.isfinite(a_max)):
         log_p = torch.log_softmax(b, 0)
-        return max(0.0, float(torch.sum(log_p.exp() * (log_p - torch.log_softmax(a, 0)))))
+        return _not_negative(float(torch.sum(log_p.exp() * (log_p - torch.log_softmax(a, 0)))))
     # exp(x - max) as exp2((x - max) log2 e): exp2 costs half of exp on CPUs
     weights = _exp_shifted(b, b_max, work[1] if work else None)
     b_sum = float(weights.sum())
@@ -151,7 +152,13 @@ def _kl(b: torch.Tensor, a: torch.Tensor, diff: torch.Tensor, b_max: float | Non
              else float(torch.sum(weights * diff))) / b_sum
     # the weights are used up: a's exponentials go to the same buffer (less memory touched)
     a_sum = float(_exp_shifted(a, a_max, work[1] if work else None).sum())
-    return max(0.0, (a_max - b_max) + math.log(a_sum / b_sum) - cross)
+    return _not_negative((a_max - b_max) + math.log(a_sum / b_sum) - cross)
+
+
+def _not_negative(kl: float) -> float:
+    """A rounding below zero is zero; NaN stays NaN (``max(0.0, nan)`` is 0.0: a
+    comparison of NaN values would read as identical)."""
+    return kl if kl != kl else max(0.0, kl)
 
 
 _LOG2E = 1.0 / math.log(2.0)
@@ -192,6 +199,14 @@ def release_scratch() -> None:
     _local.buffers = _local.views = None
 
 
+def _sqnr(signal: float, noise: float) -> float | None:
+    """In dB; None without noise (nothing to measure), NaN where a side is not finite
+    (an infinite noise would be a ratio of 0, whose log is no number)."""
+    if not (math.isfinite(signal) and math.isfinite(noise)):
+        return math.nan
+    return 10.0 * math.log10(signal / noise) if noise > 0 and signal > 0 else None
+
+
 def _cosine(signal: float, power: float, noise: float) -> float:
     if math.isnan(signal + power + noise):
         return math.nan
@@ -202,6 +217,24 @@ def _cosine(signal: float, power: float, noise: float) -> float:
     norms = math.sqrt(signal * power)
     gap = math.sqrt(power) - math.sqrt(signal)
     return min(1.0, max(-1.0, 1.0 - (noise - gap * gap) / (2.0 * norms)))
+
+
+def nonfinite_counts(value, name: str = "inputs") -> list[tuple[str, int, int, int]]:
+    """(name, NaN count, inf count, elements) of each floating tensor in ``value`` (a
+    tensor, or tuples, lists and dicts of them) that holds a NaN or an infinity."""
+    found = []
+    if isinstance(value, torch.Tensor):
+        if (value.is_floating_point() or value.is_complex()) and \
+                not bool(torch.isfinite(value).all()):
+            nan = int(torch.isnan(value).sum())
+            found.append((name, nan, int(torch.isinf(value).sum()), value.numel()))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found += nonfinite_counts(item, f"{name}[{key!r}]")
+    elif isinstance(value, (tuple, list)):
+        for index, item in enumerate(value):
+            found += nonfinite_counts(item, f"{name}[{index}]")
+    return found
 
 
 def shape_text(tensor: torch.Tensor) -> str:

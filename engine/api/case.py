@@ -25,15 +25,24 @@ from __future__ import annotations
 import copy
 import numbers
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qcdoctor.engine.api.errors import CaseError
 from qcdoctor.engine.api.interrupts import entered_whole
-from qcdoctor.engine.api.pipeline import PathLike, diagnose, folders, read_case
+from qcdoctor.engine.api.pipeline import (
+    PathLike,
+    absolute,
+    diagnose,
+    folders,
+    read_case,
+)
 from qcdoctor.engine.api.report import Report, checked_language
+from qcdoctor.engine.api.values import given_path, plain_data, shown
 from qcdoctor.errors import QcdoctorError
+from qcdoctor.fact_types import STAGES
 
 if TYPE_CHECKING:
     from qcdoctor.collectors.case import Case as ReadCase
@@ -85,7 +94,7 @@ class Case:
                  artifacts: Mapping[str, Any] | None = None,
                  folder: PathLike | None = None):
         given = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        self._folder = Path(folder) if folder is not None else None
+        self._folder = given_path(folder, "folder") if folder is not None else None
         self._metric: str | None = None
         self._document: dict = {}
         self._read: ReadCase        # set by update, through _replace
@@ -94,7 +103,7 @@ class Case:
     @classmethod
     def load(cls, path: PathLike) -> Case:
         """The case of a case folder or case.yaml, to change and save or triage; its
-        folder is the file's (its comments are not kept)."""
+        folder is the file's, made absolute (its comments are not kept)."""
         read = read_case(path, ())
         case = cls(folder=read.folder)
         case._replace(copy.deepcopy(read.data))
@@ -108,32 +117,34 @@ class Case:
         case."""
         from qcdoctor.engine.commands.options import did_you_mean
         known = _arguments()
-        document = copy.deepcopy(self._document)
-        metric = values.get("metric") if values.get("metric") is not None else self._metric
-        # platform first: chip= and march= then add to it, or contradict it
-        for name, value in sorted(values.items(), key=lambda item: item[0] != "platform"):
+        for name in values:
             if name not in known:
                 raise CaseError(f"no case key or argument {name!r}"
                                 f"{did_you_mean(name, known)}", key=name,
                                 fix="use the keys of docs/case-file.md: "
                                     + ", ".join(k for k in known if k != "folder"))
-            if value is None or name == "metric":
+        given = {name: _plain(value, name) for name, value in values.items()
+                 if value is not None}
+        document = copy.deepcopy(self._document)
+        metric = _metric(given.get("metric", self._metric))
+        # platform first: chip= and march= then add to it, or contradict it
+        for name, value in sorted(given.items(), key=lambda item: item[0] != "platform"):
+            if name == "metric":
                 continue
             if name in ("chip", "march"):
                 platform = document.setdefault("platform", {})
-                given = values.get("platform") or {}
-                if name in given and given[name] != value:
-                    raise CaseError(f"given twice: {name}={value!r} and platform="
-                                    f"{{{name!r}: {given[name]!r}}}", key=f"platform.{name}",
-                                    fix=f"give the {name} once")
-                platform[name] = _plain(value, f"platform.{name}")
+                named = given.get("platform", {})
+                if name in named and named[name] != value:
+                    raise CaseError(f"given twice: {name}={shown(value)} and platform="
+                                    f"{{{name!r}: {shown(named[name])}}}",
+                                    key=f"platform.{name}", fix=f"give the {name} once")
+                platform[name] = value
             elif name == "stages":
-                entries = _plain(value, "stages")
-                if not isinstance(entries, dict):
+                if not isinstance(value, dict):
                     raise CaseError("expected a mapping of stage ids to results",
                                     key="stages", fix="stages={'qat_bc': 0.449, "
                                                       "'quantized_bc': 0.391}")
-                for stage, result in entries.items():
+                for stage, result in value.items():
                     entry = _stage_entry(stage, result, metric)
                     if entry is not None:
                         document.setdefault("stages", {})[stage] = entry
@@ -141,7 +152,7 @@ class Case:
                 document["platform"] = {**document.get("platform", {}),
                                         **_mapping(value, "platform")}
             else:
-                document[name] = _plain(value, name)
+                document[name] = value
         self._replace(document)
         self._metric = metric
         return self
@@ -155,10 +166,12 @@ class Case:
         >>> Case(metric="mAP").stage("qat_bc", 0.449).stage("hbm_x86", status="abnormal").data["stages"]
         {'qat_bc': {'metric': 'mAP', 'value': 0.449}, 'hbm_x86': {'status': 'abnormal'}}
         """
+        stage = _stage_id(stage)
         if value is None and status is None:
             raise CaseError("give the stage's value or its status", key=f"stages.{stage}",
                             fix=f"case.stage({stage!r}, 0.449) or "
                                 f"case.stage({stage!r}, status='abnormal')")
+        metric = _metric(_plain(metric, "metric"))
         entry = {"metric": metric or (self._metric if value is not None else None),
                  "value": value, "status": status}
         document = copy.deepcopy(self._document)
@@ -178,7 +191,7 @@ class Case:
         ``origin`` (profiler, or probe for a folder written by ``qcdoctor.probe``).
         Returns the case."""
         entry = {"type": type, "baseline": baseline, "analysis": analysis,
-                 "out_dir": os.fspath(out_dir), "sensitivity": sensitivity,
+                 "out_dir": out_dir, "sensitivity": sensitivity,
                  "separate_runs": separate_runs, "origin": origin}
         document = copy.deepcopy(self._document)
         runs = document.setdefault("analyses_run", [])
@@ -222,10 +235,9 @@ class Case:
         Saved where its folder is (or with no artifacts named), it triages to the same
         report as ``triage()``, the case's path aside.
         """
-        from qcdoctor.atomic import write_text_atomic
         from qcdoctor.collectors.case import CASE_FILE
-        from qcdoctor.engine.commands.output_file import explained, make_folder
-        target = Path(folder) if folder is not None else self._folder
+        from qcdoctor.engine.commands.output_file import make_folder, output_target, write_output
+        target = given_path(folder, "folder") if folder is not None else self._folder
         if target is None:
             raise CaseError("this case has no folder to be saved in", key="folder",
                             fix="case.save('my_case'), or Case(..., folder='my_case')")
@@ -236,21 +248,15 @@ class Case:
                                 file=str(path), fix="save the case in another folder, or "
                                                     "remove the link first")
         if os.path.lexists(path):
-            try:
-                same = path.read_bytes() == text.encode("utf-8")
-            except OSError:
-                same = False
-            if same:
+            _refuse_special(path)
+            if _holds(path, text):
                 return path
             if not overwrite:
                 raise QcdoctorError("a different case.yaml is already there: it is kept",
                                     file=str(path), fix="save the case in another folder, "
                                                         "or pass overwrite=True to replace it")
         make_folder(target)
-        try:
-            write_text_atomic(path, text)
-        except OSError as exc:
-            raise explained(exc, str(path), replaced=os.path.lexists(path)) from None
+        write_output(output_target(path), text)
         return path
 
     # -- diagnosing ----------------------------------------------------------------
@@ -289,11 +295,12 @@ class Case:
                 raise CaseError(problem, file=str(self._folder), key="folder",
                                 fix="give the folder the case's artifacts are in "
                                     "(case.save() creates it)")
-            case = dataclasses.replace(read, folder=self._folder,
-                                       file=self._folder / CASE_FILE)
+            # read, and protected, where the folder is now, whatever %cd follows
+            folder = absolute(self._folder)
+            case = dataclasses.replace(read, folder=folder, file=folder / CASE_FILE)
             return diagnose(case, allow_outside, audit=audit, lang=lang,
                             trust_pickles=trust_pickles, use_env=use_env,
-                            protected=[case.file])
+                            display=str(self._folder), protected=[case.file])
         # no folder: read as a case.yaml alone in a folder of its own, so the outputs it
         # names are missing as they are beside a case saved on its own; the settings
         # files above that temporary folder are nobody's, and are not read. Once removed,
@@ -326,6 +333,40 @@ class Case:
 
     def _repr_markdown_(self) -> str:
         return f"```yaml\n{self.to_yaml()}```"
+
+
+def _refuse_special(path: Path) -> None:
+    """A QcdoctorError when ``path`` is no regular file: a FIFO, a device, a socket or a
+    folder is neither read (a FIFO blocks for ever, /dev/zero never ends) nor replaced,
+    as ``-o`` never replaces one."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return                          # gone meanwhile: nothing there to keep
+    if stat.S_ISREG(mode):
+        return
+    kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device")
+    raise QcdoctorError(f"case.yaml here is {kind}, not a file: it is neither read nor "
+                        "replaced", file=str(path),
+                        fix="save the case in another folder, or remove it first")
+
+
+def _holds(path: Path, text: str) -> bool:
+    """Whether the regular file at ``path`` holds ``text``: opened without blocking and
+    never followed (a FIFO or link put there since), read no further than ``text``."""
+    data = text.encode("utf-8")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) \
+        | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            return stat.S_ISREG(os.fstat(fd).st_mode) and handle.read(len(data) + 1) == data
+        except OSError:
+            return False
 
 
 def _arguments() -> tuple[str, ...]:
@@ -390,27 +431,25 @@ def _mapping(value: Any, key: str) -> dict:
 
 def _plain(value: Any, key: str) -> Any:
     """``value`` as YAML writes it: text, numbers, true/false, lists and mappings of them
-    (numpy scalars and paths included); anything else is a CaseError naming ``key``."""
-    item = getattr(value, "item", None)
-    if type(value).__module__ == "numpy" and callable(item) and getattr(value, "ndim", 1) == 0:
-        value = item()                      # a numpy scalar as the Python number it holds
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, Mapping):
-        out = {}
-        for name, inner in value.items():
-            if not isinstance(name, str):
-                raise CaseError(f"the key {name!r} is not text", key=key,
-                                fix="name every key as case.yaml does, as text")
-            out[name] = _plain(inner, f"{key}.{name}")
-        return {k: v for k, v in out.items() if v is not None}
-    if isinstance(value, (list, tuple)):
-        return [_plain(inner, f"{key}[{i}]") for i, inner in enumerate(value)]
-    raise CaseError(f"found {type(value).__name__}, which a case does not hold", key=key,
-                    fix="give text, numbers, True/False, lists and dicts of them")
+    (numpy scalars, paths and str Enum members included; keys whose value is None left
+    out); anything else is a CaseError naming ``key``."""
+    return plain_data(value, key, error=CaseError, holder="a case", drop_none=True)
+
+
+def _metric(metric: Any) -> str | None:
+    """The metric name given for bare stage values: text, or None."""
+    if metric is None or isinstance(metric, str):
+        return metric
+    raise CaseError(f"expected the metric's name as text, found {shown(metric)}", key="metric",
+                    fix="metric='mAP'")
+
+
+def _stage_id(stage: Any) -> str:
+    """A stage id given to ``Case.stage``, as text; whether it is a stage the case file
+    knows is the reader's to say."""
+    plain = _plain(stage, "stages")
+    if isinstance(plain, str):
+        return plain
+    raise CaseError(f"a stage id is text, found {shown(stage)}", key="stages",
+                    fix="case.stage('qat_bc', 0.449); the stage ids are: "
+                        + ", ".join(STAGES))

@@ -5,17 +5,17 @@ kept so that the report can be made in the other language from the same facts.""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qcdoctor.engine.api.errors import CaseError
 from qcdoctor.engine.api.interrupts import HeldInterrupts
 from qcdoctor.engine.api.report import Origin, Report
+from qcdoctor.engine.api.values import given_path
 from qcdoctor.errors import QcdoctorError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from qcdoctor.collectors.case import Case as ReadCase
     from qcdoctor.collectors.files import CaseFiles
 
@@ -23,19 +23,42 @@ PathLike = str | os.PathLike
 
 
 def folders(given: Iterable[PathLike] | PathLike) -> tuple[Path, ...]:
-    """``allow_outside`` as paths: one folder, or several."""
-    if isinstance(given, (str, os.PathLike)):
-        return (Path(given),)
-    return tuple(Path(p) for p in given)
+    """``allow_outside`` as absolute paths: one folder, or several."""
+    if isinstance(given, (str, bytes, os.PathLike)) or not isinstance(given, Iterable):
+        given = [given]                 # one folder (or the one wrong value, named so)
+    return tuple(absolute(given_path(p, "allow_outside")) for p in given)
 
 
 def read_case(path: PathLike, allow_outside: tuple[Path, ...]) -> ReadCase:
-    """The case at ``path`` read and validated; a CaseError when it is not valid."""
+    """The case at ``path`` read and validated, its folder and file absolute as they are
+    now: a later change of the working directory (a notebook's %cd) changes neither what
+    its report reads nor which files a save protects. A CaseError when it is not valid."""
+    return read_named_case(path, allow_outside)[0]
+
+
+def read_named_case(path: PathLike, allow_outside: tuple[Path, ...]) -> tuple[ReadCase, str]:
+    """``read_case``, and the case folder as the user named it (relative when ``path``
+    is), which the report shows as the command line does."""
+    import dataclasses
+
     from qcdoctor.collectors.case_file import load_case
     try:
-        return load_case(os.fspath(path), allow_outside)
+        case = load_case(os.fspath(given_path(path, "path")), allow_outside)
     except QcdoctorError as exc:
         raise CaseError.of(exc) from None
+    return dataclasses.replace(case, folder=absolute(case.folder),
+                               file=absolute(case.file)), str(case.folder)
+
+
+def absolute(path: Path) -> Path:
+    """``path`` joined to the working directory, as it is now (not resolved: a symlinked
+    folder stays as named)."""
+    try:
+        return path.absolute()
+    except OSError as exc:              # the working directory was removed meanwhile
+        raise QcdoctorError(f"the working directory is gone ({exc.strerror})",
+                            file=str(path), fix="change to a folder that exists (cd), "
+                                                "or give an absolute path") from None
 
 
 def diagnose(case: ReadCase, allow_outside: tuple[Path, ...], *, audit: bool,

@@ -200,19 +200,27 @@ class Origin:
 
 def checked_language(lang: str | None) -> str | None:
     """``lang`` if it is a report language (or None); a QcdoctorError otherwise."""
-    if lang is None or lang in LANGUAGES:
+    if lang is None:
         return lang
-    from qcdoctor.engine.commands.options import did_you_mean
-    raise QcdoctorError(f"no report language {lang!r}{did_you_mean(lang, LANGUAGES)}",
-                        key="lang", fix="use 'zh' or 'en'")
+    return _one_of(lang, LANGUAGES, "lang", "report language", "use 'zh' or 'en'")
 
 
 def _checked_format(fmt: str) -> str:
-    if fmt in RENDER_FORMATS:
-        return fmt
-    from qcdoctor.engine.commands.options import did_you_mean
-    raise QcdoctorError(f"no report format {fmt!r}{did_you_mean(fmt, RENDER_FORMATS)}",
-                        key="format", fix=f"use one of {', '.join(RENDER_FORMATS)}")
+    return _one_of(fmt, RENDER_FORMATS, "format", "report format",
+                   f"use one of {', '.join(RENDER_FORMATS)}")
+
+
+def _one_of(word: Any, words: tuple[str, ...], key: str, what: str, fix: str) -> str:
+    """``word`` as the one of ``words`` it is (a str Enum's member included); a
+    QcdoctorError naming ``key`` otherwise, with the nearest word when one is close."""
+    if isinstance(word, str) and word in words:
+        return str.__str__(word)
+    from qcdoctor.engine.api.values import shown
+    near = ""
+    if isinstance(word, str):
+        from qcdoctor.engine.commands.options import did_you_mean
+        near = did_you_mean(word, words)
+    raise QcdoctorError(f"no {what} {shown(word)}{near}", key=key, fix=fix)
 
 
 def format_of(path: str | os.PathLike) -> str:
@@ -262,8 +270,9 @@ class Report:
         """The report of a JSON report (``json.load`` of ``--format json``'s output),
         checked against the report schema: a QcdoctorError names the first key that does
         not fit. Such a report renders in its own language only."""
+        from qcdoctor.engine.api.values import plain_data
         from qcdoctor.engine.reports.schema import check_report
-        plain = json.loads(json.dumps(data))            # a copy: the caller's stays theirs
+        plain = plain_data(data, "")                    # a copy: the caller's stays theirs
         return report_from(check_report(plain, "report"), audit=audit)
 
     def to_dict(self) -> dict:
@@ -313,12 +322,14 @@ class Report:
         file name's ending: .md, .html, .json, .sarif, .xml for JUnit) and ``lang``.
         Never over the case's own files (its case.yaml, its bundle, anything the triage
         read). Returns the path."""
+        from qcdoctor.engine.api.values import given_path
+        path = given_path(path, "path")
         fmt = _checked_format(format) if format is not None else format_of(path)
         text = self.render(fmt, lang=lang)
         from qcdoctor.engine.commands.output_file import emit
         protected = self._origin.protected if self._origin is not None else []
         emit(text, os.fspath(path), protected)
-        return Path(path)
+        return path
 
     def in_language(self, lang: str | None) -> Report:
         """This report with its texts in ``lang`` (None: as it is)."""
@@ -334,10 +345,8 @@ class Report:
     def fails(self, level: str = "warning") -> bool:
         """Whether the report holds an item at or above ``level`` (info, warning, error;
         never: False), as ``--fail-on`` judges it (a failed checklist item is an error)."""
-        if level not in FAIL_LEVELS:
-            from qcdoctor.engine.commands.options import did_you_mean
-            raise QcdoctorError(f"no level {level!r}{did_you_mean(level, FAIL_LEVELS)}",
-                                key="level", fix=f"use one of {', '.join(FAIL_LEVELS)}")
+        level = _one_of(level, FAIL_LEVELS, "level", "level",
+                        f"use one of {', '.join(FAIL_LEVELS)}")
         from qcdoctor.engine.diagnosis.diagnose import fails_on
         return fails_on(dict(self._data), level)
 

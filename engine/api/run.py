@@ -19,8 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qcdoctor.engine.api.interrupts import entered_whole
-from qcdoctor.engine.api.pipeline import PathLike, diagnose, folders, read_case
+from qcdoctor.engine.api.pipeline import (
+    PathLike,
+    absolute,
+    diagnose,
+    folders,
+    read_case,
+    read_named_case,
+)
 from qcdoctor.engine.api.report import Report, checked_language
+from qcdoctor.engine.api.values import given_path
 from qcdoctor.errors import QcdoctorError
 
 if TYPE_CHECKING:
@@ -82,30 +90,34 @@ def _diagnose(path, example, *, audit: bool, lang, trust_pickles: bool, use_env:
         return path.diagnose(use_env=use_env, allow_outside=allowed, **options)
     if example is not None:
         return _example(example, **options)
-    given = os.fspath(path)
+    given = given_path(path, "path")
+    named = os.fspath(path)             # as the command line names it: ./case.tar.gz stays so
     from qcdoctor.collectors.bundle import is_bundle
-    if is_bundle(Path(given)):
+    if is_bundle(given):
+        bundle = absolute(given)        # protected by where it is now, whatever %cd follows
         from qcdoctor.collectors.bundle import opened_bundle
-        with entered_whole(lambda: opened_bundle(Path(given))) as folder:
+        with entered_whole(lambda: opened_bundle(bundle)) as folder:
             try:
                 # the folder goes with the block: the report is made in both languages now
-                return diagnose(read_case(folder, allowed), allowed, display=given,
-                                use_env=use_env, protected=[Path(given)], lasting=False,
+                return diagnose(read_case(folder, allowed), allowed, display=named,
+                                use_env=use_env, protected=[bundle], lasting=False,
                                 **options)
             except QcdoctorError as exc:     # named as the bundle's member, not a temp file
-                raise exc.inside_bundle(folder, given) from None
-    case = read_case(given, allowed)
-    return diagnose(case, allowed, use_env=use_env,
-                    protected=[Path(given), case.file], **options)
+                raise exc.inside_bundle(folder, named) from None
+    case, shown = read_named_case(given, allowed)
+    return diagnose(case, allowed, use_env=use_env, display=shown,
+                    protected=[case.folder, case.file], **options)
 
 
 def _example(name: str, **options) -> Report:
     from qcdoctor.engine.commands.examples import example_names, example_path
     from qcdoctor.package_data import package_files
     names = example_names()
-    if name not in names:
+    if not isinstance(name, str) or name not in names:
+        from qcdoctor.engine.api.values import shown
         from qcdoctor.engine.commands.options import did_you_mean
-        raise QcdoctorError(f"no example named {name!r}{did_you_mean(name, names)}",
+        near = did_you_mean(name, names) if isinstance(name, str) else ""
+        raise QcdoctorError(f"no example named {shown(name)}{near}",
                             key="example", fix=f"choose one of: {', '.join(names)}")
     # a zipped install extracts the example for the time of the block only
     lasting = isinstance(package_files("qcdoctor.examples"), Path)

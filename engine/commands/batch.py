@@ -3,13 +3,15 @@ and keep one summary row per case. A case that fails never stops the batch: its 
 carries the error and exit level 2.
 
 The rules are compiled once per process (``bundled_runner``); each worker process has its
-own engine worker. Results always come back in input order.
+own engine worker, and a worker that dies is replaced (``_Workers``). Results always come
+back in input order.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Callable, Iterator
 
 from qcdoctor.collectors.bundle import is_bundle
 from qcdoctor.collectors.case import CASE_FILE
+from qcdoctor.collectors.files import length_problem
 from qcdoctor.errors import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, QcdoctorError
 
 ERROR_SCHEMA = "qcdoctor/batch-error-v1"
@@ -66,7 +69,10 @@ def find_cases(paths: list[str], recursive: bool) -> list[CaseInput]:
     found: list[CaseInput] = []
     for given in paths:
         path = Path(given)
-        if is_bundle(path) and path.is_file():
+        too_long = length_problem(given)        # pathlib's tests below would raise on it
+        if too_long:
+            found.append(CaseInput(given, too_long))
+        elif is_bundle(path) and path.is_file():
             found.append(CaseInput(given))
         elif path.is_file() and path.name == CASE_FILE:
             found.append(CaseInput(given))
@@ -161,45 +167,188 @@ def run_batch(cases: list[CaseInput], settings: Settings, jobs: int = 1,
         results = map(triage_one, cases, repeat(settings))
         yield from _counted(results, cases, progress)
         return
-    # imported here: a batch run in this process (--jobs 1) needs neither
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    # chunks keep the hand-over cheap; small enough that both workers stay busy to the end
-    chunk = max(1, min(16, len(cases) // (jobs * 8)))
-    before = set(multiprocessing.active_children())     # e.g. this process's engine worker
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method),
-                               initializer=_start_worker)
-    # submitted by hand, not with pool.map: map cancels what is left when it is closed,
-    # and the pool's own thread then fails on the cancelled futures of stopped workers
-    futures = [pool.submit(_triage_chunk, cases[i:i + chunk], settings)
-               for i in range(0, len(cases), chunk)]
+    workers = _Workers(cases, settings, jobs)
     try:
-        yield from _counted((r for f in futures for r in f.result()), cases, progress)
+        yield from _counted(workers.results(), cases, progress)
     except BaseException:
-        # Ctrl-C, or a consumer that stops early: the cases under way are not waited for.
-        # The workers are ended first (the pool would join workers still busy, or blocked
-        # handing in results); then the pool's own threads, which see them gone, are
-        # joined, so none is left running in the caller (a later fork would be refused)
-        _end(set(multiprocessing.active_children()) - before)
-        pool.shutdown(wait=True, cancel_futures=True)
+        # Ctrl-C, SIGTERM, or a consumer that stops early: the cases under way are not
+        # waited for, and no worker is left running
+        workers.end()
         raise
-    pool.shutdown()
+    workers.close()
 
 
-def _triage_chunk(cases: list[CaseInput], settings: Settings) -> list[CaseResult]:
-    return [triage_one(case, settings) for case in cases]
+@dataclass(eq=False)                    # each one itself, whatever it holds
+class _Worker:
+    process: object                     # a multiprocessing Process running ``_serve``
+    conn: object                        # our end of its channel
+    doing: deque = field(default_factory=deque)    # the cases sent, not answered, in order
 
 
-def _end(workers) -> None:
-    """Ask the workers to stop (they stop their engine workers), then make sure."""
-    for worker in workers:
-        worker.terminate()
-    for worker in workers:
-        worker.join(timeout=3)
-        if worker.is_alive():
-            worker.kill()
-            worker.join()
+class _Workers:
+    """The batch's worker processes, and which cases each has in hand. A worker that dies
+    (a signal, the out-of-memory killer) is replaced, as the engine worker is: the case it
+    was triaging is tried once more, alone, in a fresh worker; if that one dies too, the
+    case fails alone, naming how. The cases it had not started go to the others."""
+
+    def __init__(self, cases: list[CaseInput], settings: Settings, jobs: int):
+        # imported here: a batch run in this process (--jobs 1) needs none of it
+        import multiprocessing
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        self._context = multiprocessing.get_context(method)
+        self._cases, self._settings, self._jobs = cases, settings, jobs
+        # chunks keep the hand-over cheap; small enough that all workers stay busy to the end
+        self._chunk = max(1, min(16, len(cases) // (jobs * 8)))
+        self._todo = deque(range(len(cases)))
+        self._ready: dict[int, CaseResult] = {}
+        self._deaths: dict[int, str] = {}       # a case whose worker died once: how
+        self._running: list[_Worker] = []
+
+    def results(self) -> Iterator[CaseResult]:
+        for position in range(len(self._cases)):
+            while position not in self._ready:
+                self._hand_out()
+                self._receive()
+            yield self._ready.pop(position)
+
+    def _hand_out(self) -> None:
+        while self._todo and len(self._running) < self._jobs:
+            self._start()
+        for worker in self._running:
+            if self._todo and not worker.doing:
+                take = min(self._chunk, len(self._todo))
+                self._give(worker, [self._todo.popleft() for _ in range(take)])
+
+    def _start(self) -> _Worker:
+        ours, theirs = self._context.Pipe()
+        worker = _Worker(self._context.Process(target=_serve, args=(theirs, self._settings),
+                                               name="qcdoctor-batch"), ours)
+        self._running.append(worker)    # before it starts: an interrupt now still ends it
+        try:
+            worker.process.start()
+        except OSError as exc:          # no process can be made (a process limit, memory)
+            self._running.remove(worker)
+            ours.close()
+            raise QcdoctorError(f"cannot start a worker process: {exc.strerror or exc}",
+                                fix="run fewer at a time (--jobs 1 runs every case in "
+                                    "this process)") from None
+        finally:
+            theirs.close()
+        return worker
+
+    def _give(self, worker: _Worker, positions: list[int]) -> None:
+        worker.doing.extend(positions)
+        try:
+            worker.conn.send([(i, self._cases[i]) for i in positions])
+        except OSError:             # it is gone: its end of the channel tells _receive
+            pass
+
+    def _receive(self) -> None:
+        """Wait until a worker sends a result or dies."""
+        from multiprocessing.connection import wait
+        waiting = {}
+        for worker in self._running:
+            waiting[worker.conn] = waiting[worker.process.sentinel] = worker
+        for worker in {waiting[ready] for ready in wait(list(waiting))}:
+            self._collect(worker)
+
+    def _collect(self, worker: _Worker) -> None:
+        # asked first: all a dead worker sent is in the channel, and read, before it is
+        # taken for dead (a case it finished is never blamed for its death)
+        alive = worker.process.is_alive()
+        try:
+            while worker.conn.poll():
+                position, result = worker.conn.recv()
+                worker.doing.remove(position)
+                self._ready[position] = result
+        except (EOFError, OSError):
+            alive = False
+        if not alive:
+            self._died(worker)
+
+    def _died(self, worker: _Worker) -> None:
+        self._running.remove(worker)
+        why = _ended(worker)
+        if not worker.doing:
+            return
+        suspect, *rest = worker.doing
+        self._todo.extendleft(reversed(rest))           # not started: no one's fault
+        if suspect in self._deaths:
+            self._ready[suspect] = _worker_killed(self._cases[suspect],
+                                                  self._deaths[suspect], why)
+            return
+        self._deaths[suspect] = why
+        self._give(self._start(), [suspect])
+
+    def end(self) -> None:
+        """Stop every worker now (each stops its engine worker), then make sure."""
+        for worker in self._running:
+            worker.process.terminate()
+        for worker in self._running:
+            _ended(worker, within=3)
+        self._running = []
+
+    def close(self) -> None:
+        """After the last result: each worker is told to leave, and waited for."""
+        for worker in self._running:
+            try:
+                worker.conn.send(None)
+            except OSError:
+                pass
+        for worker in self._running:
+            _ended(worker, within=10)
+        self._running = []
+
+
+def _ended(worker: _Worker, within: float = 5) -> str:
+    """How ``worker`` ended, once it has (killed if it has not within ``within`` s)."""
+    import signal
+    if worker.process.pid is None:      # interrupted before it started
+        worker.conn.close()
+        return "the worker never started"
+    worker.process.join(timeout=within)
+    if worker.process.exitcode is None:
+        worker.process.kill()
+        worker.process.join()
+    worker.conn.close()
+    code = worker.process.exitcode
+    if code >= 0:
+        return f"the worker exited with status {code}"
+    try:
+        return f"the worker ended by signal {signal.Signals(-code).name}"
+    except ValueError:
+        return f"the worker ended by signal {-code}"
+
+
+def _worker_killed(case: CaseInput, first: str, second: str) -> CaseResult:
+    """The row of a case that ended two workers."""
+    again = "again" if first == second else f"then {second.removeprefix('the worker ')}"
+    error = QcdoctorError(
+        f"{first} while triaging this case, and {again} when it was retried in a fresh "
+        "worker; the other cases are not affected", file=case.path,
+        fix=f"triage it alone (qcdoctor triage {case.path}): if it fails there too and "
+            "nothing else ended the process (the out-of-memory killer, a job limit), send "
+            "the case to the qcdoctor maintainers")
+    return CaseResult(case.path, exit=EXIT_ERROR, error=error.render())
+
+
+def _serve(conn, settings: Settings) -> None:
+    """A batch worker: chunks of (position, case) in, one (position, result) out per case
+    as soon as it is done, so a worker that dies loses only the case it was on."""
+    _start_worker()
+    while True:
+        try:
+            chunk = conn.recv()
+        except (EOFError, OSError):
+            return
+        if chunk is None:
+            return
+        for position, case in chunk:
+            result = triage_one(case, settings)
+            try:
+                conn.send((position, result))
+            except OSError:             # the batch is gone
+                return
 
 
 def _counted(results, cases, progress) -> Iterator[CaseResult]:
@@ -220,7 +369,10 @@ def _start_worker() -> None:
     from qcdoctor.engine.matching.runner import bundled_runner
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, _stop)
-    bundled_runner().warm()
+    try:
+        bundled_runner().warm()
+    except Exception:  # noqa: BLE001 - each case that needs the rules fails with the message
+        pass
     Finalize(None, engine_process().close, exitpriority=10)
     threading.Thread(target=_leave_with_parent, args=(os.getppid(),), daemon=True,
                      name="qcdoctor-batch-watch").start()
@@ -237,8 +389,9 @@ def _stop(signum=None, frame=None) -> None:
 
 
 def _leave_with_parent(parent: int) -> None:
-    """An idle worker waits on the task queue forever, even once the parent is gone
-    (interrupted, killed): it leaves as soon as it sees that, stopping its engine worker."""
+    """An idle worker waits for work forever, even once the parent is gone (interrupted,
+    killed; the workers started after it hold the parent's end of its channel too): it
+    leaves as soon as it sees that, stopping its engine worker."""
     import time
     while os.getppid() == parent:
         time.sleep(0.5)

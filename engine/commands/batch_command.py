@@ -69,8 +69,14 @@ def run_batch_command(args) -> int:
             sys.stdout.flush()
             result.text = None
         results.append(result)
+    unwritten = None
     if folder:
-        write_outputs(folder, results, EXTENSIONS[fmt], lang, html=fmt == "html")
+        try:
+            write_outputs(folder, results, EXTENSIONS[fmt], lang, html=fmt == "html")
+        except QcdoctorError as exc:    # summary.json or index.html: said after the table
+            unwritten = exc
     # with jsonl, stdout holds only the reports: the summary goes to stderr
     (sys.stderr if jsonl else sys.stdout).write(summary_table(results, lang))
+    if unwritten is not None:
+        raise unwritten
     return worst_exit(results)

@@ -10,7 +10,8 @@ import stat
 from collections import Counter
 from pathlib import Path
 
-from qcdoctor.engine.commands.batch import CaseInput, CaseResult, worst_exit
+from qcdoctor.atomic import TEMPORARY_PREFIX
+from qcdoctor.engine.commands.batch import CaseInput, CaseResult
 from qcdoctor.errors import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, QcdoctorError
 
 SUMMARY_SCHEMA = "qcdoctor/batch-summary-v1"
@@ -31,12 +32,19 @@ def check_output_folder(folder: Path) -> None:
     if folder.exists() and not folder.is_dir():
         raise QcdoctorError("not a folder", file=str(folder),
                             fix="with several cases, -o names a folder for the reports")
-    if not folder.exists() or not any(folder.iterdir()):
+    if not folder.exists() or _holds_only_temporaries(folder):
         return
     earlier = _earlier_summary(folder / SUMMARY_FILE)
     if not isinstance(earlier, dict) or earlier.get("schema") != SUMMARY_SCHEMA:
         raise QcdoctorError("this folder holds files a batch did not write", file=str(folder),
                             fix="give a new or empty folder for the reports")
+
+
+def _holds_only_temporaries(folder: Path) -> bool:
+    """Nothing in ``folder`` but the atomic writer's temporaries (none at all included):
+    all a batch killed while writing its first summary leaves. They are never touched."""
+    return all(p.name.startswith(TEMPORARY_PREFIX) and p.name.endswith(".tmp")
+               for p in folder.iterdir())
 
 
 def _earlier_summary(path: Path):
@@ -146,24 +154,84 @@ def _same(path: Path, other: Path) -> bool:
 
 def write_outputs(folder: Path, results: list[CaseResult], extension: str | None,
                   lang: str, html: bool) -> None:
-    from qcdoctor.engine.commands.output_file import make_folder, write_output
-    make_folder(folder)
+    """DIR/<case>/report.<ext> per case with a report, then summary.json (and index.html).
+    A case whose report cannot be written fails alone: its result and row say why, and the
+    other cases are written. Whatever stops the writing (a full disk, Ctrl-C, a kill), the
+    folder holds the batch's summary and only whole case folders, so the same command
+    run again takes it as the batch's own."""
+    from qcdoctor.engine.commands.output_file import write_output
+    _claim(folder, results, extension)
     names = folder_names([r.case for r in results])
     rows = []
     for name, result in zip(names, results, strict=True):
-        row = {**result.row(), "report": None}
+        report = None
         if result.text is not None and extension:
-            make_folder(folder / name)
-            write_output(folder / name / f"report.{extension}", result.text)
-            row["report"] = f"{name}/report.{extension}"
-        rows.append(row)
-    summary = {"schema": SUMMARY_SCHEMA, "exit": worst_exit(results),
-               "cases": rows}
-    from qcdoctor.safe_text import json_text
-    write_output(folder / SUMMARY_FILE,
-                 json_text(json.dumps(summary, ensure_ascii=False, indent=2)) + "\n")
+            try:
+                _write_report(folder / name, f"report.{extension}", result.text)
+                report = f"{name}/report.{extension}"
+            except QcdoctorError as exc:
+                result.exit, result.error, result.text = EXIT_ERROR, exc.render(), None
+        rows.append({**result.row(), "report": report})
+    write_output(folder / SUMMARY_FILE, _summary_text(rows))
     if html:
         write_output(folder / INDEX_FILE, index_html(rows, lang))
+
+
+# the row of a report not written yet, in the summary that stands until the last one is
+_NOT_YET = "the batch stopped before this report was written (run the same command again)"
+
+
+def _claim(folder: Path, results: list[CaseResult], extension: str | None) -> None:
+    """summary.json first, before any case folder, listing no report as written: from here
+    on the folder is the batch's own to a rerun, however the batch ends. A folder this
+    made is removed again when even that cannot be written."""
+    from qcdoctor.engine.commands.output_file import make_folder, write_output
+    made = not os.path.lexists(folder)
+    make_folder(folder)
+    rows = []
+    for result in results:
+        row = {**result.row(), "report": None}
+        if result.text is not None and extension:
+            row.update(exit=EXIT_ERROR, error=f"{result.case}: {_NOT_YET}")
+        rows.append(row)
+    try:
+        write_output(folder / SUMMARY_FILE, _summary_text(rows))
+    except BaseException:
+        if made:
+            _remove_if_empty(folder)
+        raise
+
+
+def _write_report(case_folder: Path, file_name: str, text: str) -> None:
+    """``text`` as case_folder/file_name. An earlier batch's folder has its report replaced
+    atomically; a new folder is filled under a temporary name and renamed into place
+    whole, so a failure or an interrupt never leaves an empty or half folder."""
+    from qcdoctor.atomic import folder_made_atomically
+    from qcdoctor.engine.commands.output_file import Target, explained, write_output
+    report = case_folder / file_name
+    if os.path.isdir(case_folder):
+        write_output(report, text)
+        return
+    try:
+        with folder_made_atomically(case_folder) as staging:
+            # named as the user will find it, not by the temporary folder it is written in
+            write_output(Target(str(report), str(staging / file_name)), text)
+    except OSError as exc:              # the folder not made, or not renamed into place
+        raise explained(exc, str(case_folder)) from None
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:                     # something is in it: not ours to remove
+        pass
+
+
+def _summary_text(rows: list[dict]) -> str:
+    from qcdoctor.safe_text import json_text
+    summary = {"schema": SUMMARY_SCHEMA,
+               "exit": max((row["exit"] for row in rows), default=EXIT_OK), "cases": rows}
+    return json_text(json.dumps(summary, ensure_ascii=False, indent=2)) + "\n"
 
 
 def index_html(rows: list[dict], lang: str) -> str:

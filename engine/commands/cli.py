@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
+import io
 import os
 import sys
 
@@ -27,7 +29,7 @@ from qcdoctor.engine.commands import (
     schema,
     triage,
 )
-from qcdoctor.errors import EXIT_ERROR, EXIT_OK, QcdoctorError
+from qcdoctor.errors import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, QcdoctorError
 
 # command -> its module, in the order --help lists them
 COMMANDS = {"triage": triage, "intake": intake, "audit": audit, "compare": compare,
@@ -102,17 +104,31 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _tolerant_streams()
+    printed = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _CheckedOutput.around(sys.stdout), _Unfailing.around(sys.stderr)
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout, sys.stderr = printed
+
+
+def _run(argv: list[str] | None) -> int:
+    """The command of ``argv`` run to the end, its output flushed: an exit code whatever
+    happens but argparse's own exits (--help, --version, a usage error)."""
     if argv is None:
         argv = sys.argv[1:]
-    if argv and argv[0] in COMMANDS:      # a command's shorthand (rules ST050)
-        argv = [argv[0], *getattr(COMMANDS[argv[0]], "shorthand", list)(argv[1:])]
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return EXIT_ERROR
     try:
-        return COMMANDS[args.command].run(args, parser)
+        if argv and argv[0] in COMMANDS:      # a command's shorthand (rules ST050)
+            argv = [argv[0], *getattr(COMMANDS[argv[0]], "shorthand", list)(argv[1:])]
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            sys.stdout.flush()
+            return EXIT_ERROR
+        code = COMMANDS[args.command].run(args, parser)
+        sys.stdout.flush()          # a report the system refused in part is no success
+        return code
     except QcdoctorError as exc:
         print(f"qcdoctor: error: {exc.render()}", file=sys.stderr)     # render: sanitised
         return EXIT_ERROR
@@ -137,6 +153,7 @@ def entry(argv: list[str] | None = None) -> None:
     module one by one (a noticeable share of a short run); output is flushed and the
     exit handlers (which stop the engine worker) run first. SIGTERM and SIGHUP stop it as
     Ctrl-C does, every temporary folder removed (``termination``)."""
+    _standard_descriptors()
     from qcdoctor.engine.matching import termination
     termination.install()
     try:
@@ -144,20 +161,145 @@ def entry(argv: list[str] | None = None) -> None:
         termination.finishing()
     except termination.Terminated as exc:
         termination.finishing()
-        print(f"qcdoctor: stopped by {exc.name}", file=sys.stderr)
+        _say(f"qcdoctor: stopped by {exc.name}")
         code = exc.code
     except SystemExit as exc:       # argparse's usage errors, --help and --version
         code = exc.code
         if isinstance(code, str):
-            print(code, file=sys.stderr)
+            _say(code)
             code = 1
+    code = _flushed(code or 0)
+    atexit._run_exitfuncs()
+    os._exit(code)
+
+
+def _flushed(code: int) -> int:
+    """``code`` once stdout and stderr are flushed; EXIT_ERROR, said, when what a run that
+    succeeded printed (--help, --version) could not all be written."""
     try:
         sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):   # a closed pipe: nothing more can be said
+    except BrokenPipeError:         # the reader left: as a shell, stop quietly
         pass
-    atexit._run_exitfuncs()
-    os._exit(code or 0)
+    except OSError as exc:
+        if code in (EXIT_OK, EXIT_FINDINGS):    # else its error was said already
+            _say(f"qcdoctor: error: {_standard_output_failed(exc).render()}")
+            code = EXIT_ERROR
+    except ValueError:              # closed by the program itself: nothing was lost here
+        pass
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):   # nothing more can be said
+        pass
+    return code
+
+
+def _say(text: str) -> None:
+    """``text`` on stderr, if it can still be shown there."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _standard_descriptors() -> None:
+    """A standard descriptor the shell closed (``>&-``, ``2>&-``) is held by /dev/null:
+    else the next file opened (a report's temporary file, a case file) would take its
+    number, and what is printed would go into that file. A closed stdout then refuses
+    every write (read-only: standard output is closed), a closed stderr drops them."""
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_RDONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        held = os.open(os.devnull, flags)       # the lowest free number: ``fd`` itself
+        if held != fd:
+            os.dup2(held, fd, inheritable=False)
+            os.close(held)
+        if fd == 1:
+            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+        elif fd == 2:
+            sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",
+                              closefd=False)
+
+
+class _StandIn:
+    """A stream standing in for sys.stdout or sys.stderr while a command runs; all but its
+    writes and flushes is the stream's own."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    @classmethod
+    def around(cls, stream):
+        return stream if stream is None or isinstance(stream, cls) else cls(stream)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+class _CheckedOutput(_StandIn):
+    """sys.stdout: a write or flush the system refuses (a full disk, a file-size limit, a
+    closed descriptor) is one clear error naming standard output, never a report cut
+    short that ends with exit 0."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        # unbuffered (python -u, PYTHONUNBUFFERED): the text layer writes straight to the
+        # file and drops what a short write (the file-size limit reached) left over
+        buffer = getattr(stream, "buffer", None)
+        self._raw = buffer if isinstance(buffer, io.RawIOBase) else None
+
+    def write(self, text: str) -> int:
+        try:
+            if self._raw is None:
+                return self._stream.write(text)
+            self._write_whole(text.encode(self._stream.encoding, self._stream.errors))
+            return len(text)
+        except BrokenPipeError:
+            raise                           # the reader left: as a shell, stop quietly
+        except OSError as exc:
+            raise _standard_output_failed(exc) from None
+
+    def _write_whole(self, data: bytes) -> None:
+        """``data`` written to the unbuffered file, a short write followed by the next
+        (which fails with the reason, if the system refuses the rest)."""
+        left = memoryview(data)
+        while left:
+            written = self._raw.write(left)
+            if written is None:                 # a non-blocking descriptor that is full
+                raise BlockingIOError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+            left = left[written:]
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _standard_output_failed(exc) from None
+
+
+def _standard_output_failed(exc: OSError) -> QcdoctorError:
+    from qcdoctor.engine.commands.output_file import standard_output_failed
+    return standard_output_failed(exc)
+
+
+class _Unfailing(_StandIn):
+    """sys.stderr: a message that cannot be shown (stderr closed, or on a full disk) is
+    dropped, never an error of its own; the exit code still tells."""
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
 
 
 # error handlers that never fail, whatever the text and the encoding

@@ -36,25 +36,46 @@ def declare(command) -> None:
 def run(args, parser) -> int:
     from qcdoctor.engine.diagnosis.report_changes import diff_reports
     from qcdoctor.engine.reports.changes import render_diff
-    old, new = load_side(args.old, args), load_side(args.new, args)
+    (old, old_read), (new, new_read) = load_side(args.old, args), load_side(args.new, args)
     diff = diff_reports(old, new)
     lang = args.lang or new["language"]
     from qcdoctor.engine.commands.output_file import emit
-    protected = [Path(p) for p in (args.old, args.new)]
-    emit(render_diff(diff, args.format, lang), args.output, protected)
+    emit(render_diff(diff, args.format, lang), args.output, [*old_read, *new_read])
     return EXIT_FINDINGS if args.fail_on == "regression" and diff["regressions"] else EXIT_OK
 
 
-def load_side(given: str, args) -> dict:
-    """The report of one side: read from JSON, or triaged from a case folder / case.yaml."""
+def load_side(given: str, args) -> tuple[dict, list[Path]]:
+    """The report of one side, read from JSON or triaged from a case folder / case.yaml /
+    bundle, and every file read for it: none of them may be written over."""
+    from qcdoctor.collectors.files import check_path_length
+    check_path_length(given)
     path = Path(given)
     if not path.exists():
         raise QcdoctorError("no such file or folder", file=given, fix=_SIDE_FIX)
     if path.is_file() and path.suffix == ".json":
-        return _read_report(path)
+        return _read_report(path), [path]
+    from qcdoctor.collectors.bundle import is_bundle
     from qcdoctor.engine.diagnosis.triage import triage_path
-    return triage_path(path, allow_outside=args.allow_outside, lang=args.lang,
-                       trust_pickles=args.trust_pickles, use_env=not args.no_env)
+    if is_bundle(path):             # its files are extracted for the time of the run only
+        return triage_path(path, allow_outside=args.allow_outside, **_triage_options(args)), \
+            [path]
+    return _triage_case(path, args)
+
+
+def _triage_case(path: Path, args) -> tuple[dict, list[Path]]:
+    """A case folder or case.yaml triaged, with case.yaml and every artifact read."""
+    from qcdoctor.collectors.case_file import load_case
+    from qcdoctor.collectors.files import CaseFiles
+    from qcdoctor.engine.diagnosis.triage import triage_case
+    outside = tuple(map(Path, args.allow_outside))
+    case = load_case(path, outside)
+    files = CaseFiles(case.folder, outside)
+    report = triage_case(case, case_files=files, **_triage_options(args))
+    return report, [path, case.file, *sorted(files.read)]
+
+
+def _triage_options(args) -> dict:
+    return dict(lang=args.lang, trust_pickles=args.trust_pickles, use_env=not args.no_env)
 
 
 def _read_report(path: Path) -> dict:

@@ -3,6 +3,7 @@ listed, copied to start a case from, or opened for a triage."""
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -60,15 +61,57 @@ def example_path(name: str):
 
 
 def copy_example(name: str, folder: str) -> Path:
-    """The example copied into ``folder`` (created, or empty): a case to start from."""
-    import shutil
+    """The example copied into ``folder`` (new, or an empty folder): a case to start from.
+    It is copied beside ``folder`` first and renamed into place once whole, so a failed
+    copy (a full disk, Ctrl-C) leaves no half case that the next ``--copy`` would refuse."""
+    from qcdoctor.atomic import folder_made_atomically
+    from qcdoctor.collectors.files import check_path_length
+    from qcdoctor.engine.commands.output_file import make_folder
+    check_path_length(folder)
     target = Path(folder)
-    if target.exists() and not target.is_dir():
-        raise QcdoctorError("not a folder", file=folder, fix="give a new folder to copy into")
-    if target.is_dir() and any(target.iterdir()):
-        raise QcdoctorError("this folder is not empty: nothing is copied over your files",
-                            file=folder, fix=f"give a new folder, e.g. {target / name}")
+    _check_free(target, name)
     with example_path(name) as source:
-        shutil.copytree(source, target, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        make_folder(target.parent)
+        try:            # a link to an empty folder: filled where it leads, the link kept
+            with folder_made_atomically(os.path.realpath(target)) as staging:
+                _copy_files(source, staging)
+        except OSError as exc:
+            raise _copy_failed(exc, folder) from None
     return target
+
+
+def _check_free(target: Path, name: str) -> None:
+    """``target`` is absent or an empty folder: nothing is copied over the user's files."""
+    try:
+        if not target.is_dir():
+            if os.path.lexists(target):
+                raise QcdoctorError("not a folder", file=str(target),
+                                    fix="give a new folder to copy into")
+            return
+        full = any(target.iterdir())
+    except OSError as exc:
+        raise _copy_failed(exc, str(target)) from None
+    if full:
+        raise QcdoctorError("this folder is not empty: nothing is copied over your files",
+                            file=str(target), fix=f"give a new folder, e.g. {target / name}")
+
+
+def _copy_failed(exc: OSError, folder: str) -> QcdoctorError:
+    from qcdoctor.engine.commands.output_file import explained
+    return explained(exc, folder, doing="copy the example", elsewhere="copy it into another "
+                     "folder", note="nothing was copied there")
+
+
+def _copy_files(source: Path, into: Path) -> None:
+    """``source``'s files and folders into the folder ``into``, stopping at the first
+    failure with its reason (shutil.copytree gathers them all into one shutil.Error of
+    strings, the reason lost)."""
+    import shutil
+    for entry in sorted(source.iterdir()):
+        if entry.name == "__pycache__":
+            continue
+        if entry.is_dir():
+            (into / entry.name).mkdir()
+            _copy_files(entry, into / entry.name)
+        else:
+            shutil.copy2(entry, into / entry.name)

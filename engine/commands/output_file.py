@@ -27,19 +27,22 @@ _SYSTEM = ("/proc", "/sys")             # kernel files: writing there changes th
 _FD = re.compile(r"/proc/(\d+)(?:/task/\d+)?/fd/(\d+)")
 _PLAIN_FIX = "give a file name, or /dev/stdout, /dev/null or a pipe"
 _ELSEWHERE = "write it to another place (-o)"
-# why a write failed, and what to do about it
+# why a write failed, and what to do about it ({elsewhere}: where else it can go)
 _BECAUSE = {
-    errno.ENOSPC: ("no space left on the device", "free some space there, or " + _ELSEWHERE),
-    errno.EDQUOT: ("the disk quota is used up", "free some space there, or " + _ELSEWHERE),
+    errno.ENOSPC: ("no space left on the device", "free some space there, or {elsewhere}"),
+    errno.EDQUOT: ("the disk quota is used up", "free some space there, or {elsewhere}"),
     errno.EFBIG: ("the file would pass the file-size limit (ulimit -f) or the largest file "
                   "the file system holds", "raise the limit (ulimit -f unlimited), or "
-                                           + _ELSEWHERE),
-    errno.EROFS: ("the file system is read-only", _ELSEWHERE),
+                                           "{elsewhere}"),
+    errno.EROFS: ("the file system is read-only", "{elsewhere}"),
     errno.EACCES: ("permission denied", "choose a place you may write to, or "
                                         "change the permissions there"),
     errno.EPERM: ("operation not permitted", "choose a place you may write to, or "
                                              "change the permissions there"),
+    errno.ENAMETOOLONG: ("the path is too long", "give a shorter name: rename the folder, "
+                                                 "or write it higher up"),
 }
+STANDARD_OUTPUT = "standard output"
 
 
 @dataclass(frozen=True)
@@ -143,11 +146,31 @@ def _fd_target(shown: str, fd: int) -> Target:
     return Target(shown, f"/proc/self/fd/{fd}", stream=True, fd=fd)
 
 
-def explained(exc: OSError, shown: str, replaced: bool = False) -> QcdoctorError:
-    """One clear error for an output that could not be written."""
-    problem, fix = _BECAUSE.get(exc.errno, (exc.strerror or str(exc), _ELSEWHERE))
-    kept = "; the earlier file there is left as it was" if replaced else ""
-    return QcdoctorError(f"cannot write the output: {problem}{kept}", file=shown, fix=fix)
+def explained(exc: OSError, shown: str, replaced: bool = False, *,
+              doing: str = "write the output", elsewhere: str = _ELSEWHERE,
+              note: str = "") -> QcdoctorError:
+    """One clear error for an output that could not be written: ``doing`` is what failed,
+    ``elsewhere`` where else it can go, ``note`` what became of the output."""
+    problem, fix = _BECAUSE.get(exc.errno, (exc.strerror or str(exc), "{elsewhere}"))
+    if exc.errno == errno.ENAMETOOLONG:     # which limit, and by how much
+        from qcdoctor.collectors.files import length_problem
+        problem = length_problem(shown) or problem
+    if replaced:
+        note = "the earlier file there is left as it was"
+    note = f"; {note}" if note else ""
+    return QcdoctorError(f"cannot {doing}: {problem}{note}", file=shown,
+                         fix=fix.format(elsewhere=elsewhere))
+
+
+def standard_output_failed(exc: OSError) -> QcdoctorError:
+    """One clear error for a write to stdout the system refused: what a shell's ``>``
+    received is cut short, so the run must not end as if it had all been written."""
+    if exc.errno == errno.EBADF:            # >&- (or 1<file): no byte can go there
+        return QcdoctorError(f"{STANDARD_OUTPUT} is closed (or open for reading only): the "
+                             "output cannot be written", fix="run it with standard output "
+                             "open, or write the output to a file with -o FILE")
+    return explained(exc, STANDARD_OUTPUT, elsewhere="write it to a file elsewhere with -o FILE",
+                     note="what was written there is incomplete")
 
 
 def make_folder(path: Path) -> None:
@@ -301,7 +324,7 @@ def emit(text: str, output: str | None, protected: list[Path]) -> None:
     ``protected`` inputs."""
     text = printable(text)
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.write(text)      # the command line's stdout says why a write failed
         return
     # where it goes first: /dev/stdout, a FIFO or a symlink is no file to replace, and a
     # device or kernel file is refused before it could be compared with the inputs

@@ -4,6 +4,10 @@ remedies measured on a copy of the analysis model (fix_trials.yaml)."""
 
 from __future__ import annotations
 
+import os
+import sys
+import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 from qcdoctor.errors import EXIT_OK, QcdoctorError
@@ -66,20 +70,28 @@ def run(args, parser) -> int:
     from qcdoctor.wording import labels
     try:
         from qcdoctor.probe import compare_models
+        from qcdoctor.probe.compare import check_out_dir, checked_device
         from qcdoctor.probe.loading import load_inputs, load_model
+        from qcdoctor.probe.sensitivity import check_output_names
     except ImportError as exc:
         raise QcdoctorError(f"qcdoctor probe needs torch ({exc})",
                             fix="pip install torch==2.13.0 (the CPU build is enough)") from None
-    baseline = load_model(args.baseline, "--baseline")
-    analysis = load_model(args.analysis, "--analysis")
-    inputs = load_inputs(Path(args.inputs))
     names = [n.strip() for n in args.names.split(",")] if args.names else None
-    result = compare_models(baseline, analysis, inputs, Path(args.out),
-                            sensitivity=not args.no_sensitivity, metric=args.metric,
-                            names=names, analysis_model_type=args.type, device=args.device,
-                            progress=Progress(), try_fixes=args.try_fixes,
-                            fix_budget=args.fix_budget, fix_target=args.fix_target,
-                            fix_metric=args.fix_metric)
+    with _user_code_traced():
+        # the options first: loading the models runs the user's code, which can take long
+        if names is not None:
+            check_output_names(names, args.metric, key="--names")
+        checked_device(args.device, key="--device")
+        check_out_dir(Path(args.out))
+        baseline = load_model(args.baseline, "--baseline")
+        analysis = load_model(args.analysis, "--analysis")
+        inputs = load_inputs(Path(args.inputs))
+        result = compare_models(baseline, analysis, inputs, Path(args.out),
+                                sensitivity=not args.no_sensitivity, metric=args.metric,
+                                names=names, analysis_model_type=args.type,
+                                device=args.device, progress=Progress(),
+                                try_fixes=args.try_fixes, fix_budget=args.fix_budget,
+                                fix_target=args.fix_target, fix_metric=args.fix_metric)
     lang = args.lang or locale_language()
     words = labels()[lang]["probe"]
     lines = [fill(words["done"], {"rows": len(result.rows), "out": args.out,
@@ -98,6 +110,21 @@ def run(args, parser) -> int:
     lines.append(fill(words["next"], {"out": args.out}, lang))
     print("\n".join(lines))
     return EXIT_OK
+
+
+@contextmanager
+def _user_code_traced():
+    """With QCDOCTOR_DEBUG set (the internal errors' convention), an error caused by the
+    user's own code (a factory, a forward) prints that code's traceback before the
+    message."""
+    try:
+        yield
+    except QcdoctorError as exc:
+        cause = exc.__cause__
+        if os.environ.get("QCDOCTOR_DEBUG") and cause is not None:
+            traceback.print_exception(type(cause), cause, cause.__traceback__,
+                                      file=sys.stderr)
+        raise
 
 
 def fix_lines(document: dict, words: dict, lang: str) -> list[str]:

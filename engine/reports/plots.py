@@ -4,6 +4,16 @@ Only the HTML report imports this module (matplotlib is heavy). Output is determ
 so golden files stay byte-stable: a fixed hash salt for the SVG ids, no date nor creator
 in the metadata, text kept as SVG text (escaped by matplotlib, never parsed as mathtext)
 so the browser draws it with the page's system fonts, Chinese included.
+
+The process's matplotlib settings are never written: a notebook's own settings, and its
+other threads, are left alone while a report draws. Instead, the thread drawing a plot
+reads its own settings (``SETTINGS`` over matplotlib's rc file) wherever matplotlib reads
+``rcParams``; every other thread reads the process's as it set them. Plots are drawn one
+at a time in a process (matplotlib's caches are shared), so reports rendered from several
+threads at once come out as each does alone.
+
+A value no chart can show (not finite, or beyond any measurement) is left out of its
+chart, and the chart's caption says how many were.
 """
 
 from __future__ import annotations
@@ -12,7 +22,7 @@ import gc
 import io
 import math
 import re
-import warnings
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache, partial, wraps
@@ -25,6 +35,11 @@ from qcdoctor.vocabulary import stage_label
 RED, AMBER, GREEN, GREY, BLUE = "#c62828", "#b26a00", "#2e7d32", "#757575", "#1565c0"
 STAGE_STYLE = {"normal": (GREEN, "o"), "abnormal": (RED, "X"), "unknown": (AMBER, "s")}
 LABEL_CHARS = 48          # names longer than this are cut in axis labels (kept whole in JSON)
+# a value beyond this is no measurement (float32 ends at 3.4e38): a chart leaves it out, as
+# it does a value that is not finite; matplotlib's axis arithmetic overflows near 1.8e308
+ABSURD = 1e100
+ANY = (-ABSURD, ABSURD)
+COSINE = (-1.001, 1.001)  # a cosine similarity, rounding aside
 
 
 @dataclass
@@ -43,6 +58,20 @@ SETTINGS = {
     "axes.titley": 1.0, "axes.titlepad": 6.0}
 
 
+# the settings that are the process's, not a style: always read as the process set them
+# (matplotlib's own list, style.STYLE_BLACKLIST); the rc file's backend, read, would
+# choose a backend and import pyplot
+_PROCESS_KEYS = frozenset((
+    "backend", "backend_fallback", "date.epoch", "docstring.hardcopy",
+    "figure.max_open_warning", "figure.raise_window", "interactive", "savefig.directory",
+    "timezone", "tk.window_focus", "toolbar", "webagg.address", "webagg.open_in_browser",
+    "webagg.port", "webagg.port_retries"))
+# one plot drawn at a time in this process (whatever thread asks)
+_DRAWING = threading.Lock()
+# the settings the thread drawing a plot reads (None in every other thread)
+_thread = threading.local()
+
+
 @lru_cache(maxsize=1)
 def _matplotlib():
     """matplotlib with its figure and SVG modules, imported once (before a fork). pyplot is
@@ -50,19 +79,76 @@ def _matplotlib():
     import matplotlib
     import matplotlib.backends.backend_svg  # noqa: F401 - savefig's SVG canvas
     import matplotlib.figure  # noqa: F401
+    _read_per_thread(matplotlib)
+    _quiet_missing_glyphs()
     return matplotlib
 
 
+def _read_per_thread(matplotlib) -> None:
+    """Make every read of ``matplotlib.rcParams`` in a thread drawing a plot answer from
+    the plots' settings; other threads, and every write, see the process's own. All of
+    matplotlib reads its settings through ``RcParams._get``, whose stability matplotlib
+    guarantees."""
+    read = matplotlib.RcParams._get
+    if getattr(read, "plot_settings", False):
+        return
+
+    def _get(self, key):
+        ours = getattr(_thread, "settings", None)
+        if ours is not None and self is matplotlib.rcParams and key in ours:
+            return ours[key]
+        return read(self, key)
+    _get.plot_settings = True
+    matplotlib.RcParams._get = _get
+
+
+def _quiet_missing_glyphs() -> None:
+    """No warning of a glyph the layout font lacks (CJK text, which the browser draws with
+    the page's system fonts) while a thread draws a plot; other threads warn as ever.
+    matplotlib's font code looks this function up each time it warns; the warning
+    filters are not changed for it (they are the whole process's, and other threads'
+    ``catch_warnings`` would restore them over ours)."""
+    import matplotlib._text_helpers as helpers
+    warn = getattr(helpers, "warn_on_missing_glyph", None)
+    if warn is None or getattr(warn, "plot_settings", False):
+        return
+
+    def warn_on_missing_glyph(*args, **kwargs):
+        if getattr(_thread, "settings", None) is None:
+            warn(*args, **kwargs)
+    warn_on_missing_glyph.plot_settings = True
+    helpers.warn_on_missing_glyph = warn_on_missing_glyph
+
+
+@lru_cache(maxsize=1)
+def _plot_settings() -> dict:
+    """The settings every plot is drawn with: matplotlib's own from its rc file, as
+    ``rc_file_defaults`` restores them (the process's settings aside: a caller's font
+    size or style never reaches a report), with ``SETTINGS`` over them; checked by
+    matplotlib as a setting made by hand is."""
+    matplotlib = _matplotlib()
+    checked = matplotlib.RcParams()
+    for key, value in SETTINGS.items():
+        checked[key] = value
+    defaults = matplotlib.rcParamsOrig
+    settings = {key: dict.__getitem__(defaults, key) for key in dict.keys(defaults)
+                if key not in _PROCESS_KEYS}
+    settings.update((key, dict.__getitem__(checked, key)) for key in SETTINGS)
+    return settings
+
+
 def _with_settings(draw):
-    """``draw`` run with the plots' settings, the process's own given back after (the
-    same drawing in a command, a notebook or a forked child)."""
+    """``draw`` run with the plots' settings, read by this thread alone, one drawing at a
+    time (the same drawing in a command, a notebook, a forked child or a thread)."""
     @wraps(draw)
     def drawn(*args, **kwargs):
-        matplotlib = _matplotlib()
-        with matplotlib.rc_context():
-            matplotlib.rc_file_defaults()
-            matplotlib.rcParams.update(SETTINGS)
-            return draw(*args, **kwargs)
+        settings = _plot_settings()
+        with _DRAWING:
+            _thread.settings = settings
+            try:
+                return draw(*args, **kwargs)
+            finally:
+                _thread.settings = None
     return drawn
 
 
@@ -73,10 +159,8 @@ def _short(name: str) -> str:
 def _svg(fig, plot_id: str) -> str:
     """The figure as an inline <svg>, its ids prefixed so several can share a page."""
     buffer = io.StringIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")        # glyphs the layout font lacks (CJK): the
-        fig.savefig(buffer, format="svg",      # browser draws them with system fonts
-                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    fig.savefig(buffer, format="svg",
+                metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buffer.getvalue()
     text = text[text.index("<svg"):]
     text = re.sub(r'\bid="', f'id="{plot_id}-', text)
@@ -125,6 +209,38 @@ def _yes_no(value: bool, L: dict) -> str:
     return L["yes"] if value else L["no"]
 
 
+def _drawable(value, low: float, high: float) -> bool:
+    """Whether a chart can show ``value``: a finite number from ``low`` to ``high``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, int):
+        return low <= value <= high             # compared whole: no float holds some ints
+    return math.isfinite(value) and low <= value <= high
+
+
+def _charted(rows: list[dict], bounds: dict[str, tuple[float, float]],
+             left_as: float | None = None) -> tuple[list[dict], int]:
+    """``rows`` (copies) with every value of the fields in ``bounds`` that no chart can show
+    set to ``left_as`` (None: a gap, as a value not measured; NaN: a bar not drawn), and
+    how many were; values not measured (None) stay as they are."""
+    charted, left_out = [], 0
+    for row in rows:
+        row = dict(row)
+        for name, (low, high) in bounds.items():
+            if row.get(name) is not None and not _drawable(row[name], low, high):
+                row[name] = left_as
+                left_out += 1
+        charted.append(row)
+    return charted, left_out
+
+
+def _noted(caption: str, left_out: int, L: dict) -> str:
+    """``caption``, saying how many values the chart left out."""
+    if not left_out:
+        return caption
+    return f"{caption} {L['view']['plot']['left_out'].format(count=left_out)}"
+
+
 def charted_stages(stages: list[dict]) -> list[dict]:
     """The stages the chart shows: each evaluated one and its neighbours in the chain (where
     a drop could sit), not every step a model can go through."""
@@ -140,7 +256,9 @@ AXIS_INCHES = 7.4
 @_with_settings
 def stage_chain(series: dict, L: dict, lang: str) -> Plot:
     P = L["view"]["plot"]
-    stages = charted_stages(series["stages"])
+    every, left_out = _charted(series["stages"], {"value": ANY, "reference_value": ANY,
+                                                  "tolerance": (0.0, ABSURD)})
+    stages = charted_stages(every)
     labels = [stage_label(s["stage"], lang) for s in stages]
     values = [s["value"] if s["value"] is not None else math.nan for s in stages]
     turned = _text_inches(labels, 9) > AXIS_INCHES / max(len(labels), 1)
@@ -169,7 +287,7 @@ def stage_chain(series: dict, L: dict, lang: str) -> Plot:
                    label=P["first_abnormal"].format(stage=labels[i]))
     ax.set_xticks(range(len(stages)), labels, rotation=30 if turned else 0,
                   ha="right" if turned else "center")
-    ax.set_xlim(-0.5, len(stages) - 0.5)
+    ax.set_xlim(-0.5, max(len(stages), 1) - 0.5)
     ax.set_xlabel(P["stage_x"])
     metrics = sorted({s["metric"] for s in stages if s["metric"]})
     ax.set_ylabel(" / ".join(metrics) or P["stage_y"])
@@ -177,13 +295,15 @@ def stage_chain(series: dict, L: dict, lang: str) -> Plot:
     ax.grid(axis="y", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
-    return Plot("plot-stages", "stages", P["stage_caption"], _svg(fig, "plot-stages"))
+    return Plot("plot-stages", "stages", _noted(P["stage_caption"], left_out, L),
+                _svg(fig, "plot-stages"))
 
 
 @_with_settings
 def layer_curve(layers: dict, index: int, L: dict) -> Plot:
     P = L["view"]["plot"]
-    points = layers["points"]
+    points, left_out = _charted(layers["points"], {"cosine": COSINE, "atol": ANY,
+                                                   "qscale_diff": ANY})
     x = [p["row"] for p in points]
 
     def line(key):
@@ -234,13 +354,14 @@ def layer_curve(layers: dict, index: int, L: dict) -> Plot:
     if layers["decimated"]:
         caption += " " + P["layer_decimated"].format(shown=len(points), rows=layers["rows"])
     plot_id = f"plot-layers-{index}"
-    return Plot(plot_id, "layers", caption, _svg(fig, plot_id))
+    return Plot(plot_id, "layers", _noted(caption, left_out, L), _svg(fig, plot_id))
 
 
 @_with_settings
 def sensitivity_bars(table: dict, index: int, L: dict) -> Plot:
     P = L["view"]["plot"]
-    ops = table["ops"][::-1]                        # most sensitive at the top
+    # most sensitive at the top
+    ops, left_out = _charted(table["ops"][::-1], {"value": ANY}, math.nan)
     left = 0.45 + _text_inches([_short(o["op"]) for o in ops])
     fig, axes = _figure(8.5, 1.2 + 0.28 * max(len(ops), 1), left=left, bottom=0.5)
     ax = axes[0][0]
@@ -263,13 +384,13 @@ def sensitivity_bars(table: dict, index: int, L: dict) -> Plot:
                                        tail=_yes_no(table["tail_near_zero"], L),
                                        dominant=_yes_no(table["dominant"], L))
     plot_id = f"plot-sensitivity-{index}"
-    return Plot(plot_id, "sensitivity", caption, _svg(fig, plot_id))
+    return Plot(plot_id, "sensitivity", _noted(caption, left_out, L), _svg(fig, plot_id))
 
 
 @_with_settings
 def dump_bars(pair: dict, index: int, L: dict, lang: str) -> Plot:
     P = L["view"]["plot"]
-    outputs = pair["outputs"]
+    outputs, left_out = _charted(pair["outputs"], {"cosine": COSINE, "max_abs": ANY}, math.nan)
     names = [_short(o["output"]) for o in outputs]
     below = 0.55 + _text_inches(names, 9) * 0.5
     fig, axes = _figure(8.5, 3.6 + below, rows=2, sharex=True, bottom=below)
@@ -294,7 +415,7 @@ def dump_bars(pair: dict, index: int, L: dict, lang: str) -> Plot:
     top.legend(loc="lower left", fontsize=8)
     bottom.legend(loc="upper left", fontsize=8)
     plot_id = f"plot-dumps-{index}"
-    return Plot(plot_id, "dumps", P["dump_caption"], _svg(fig, plot_id))
+    return Plot(plot_id, "dumps", _noted(P["dump_caption"], left_out, L), _svg(fig, plot_id))
 
 
 @_with_settings
@@ -304,11 +425,13 @@ def fix_bars(run: dict, index: int, L: dict, shown: int) -> Plot:
     falls short, float (the upper bound, no remedy) grey and hatched."""
     F = L["fixes"]
     C = F["chart"]
+    trials, left_out = _charted(run["trials"][:shown], {"error_removed": ANY}, math.nan)
     bars = [(f"{F['fix'][t['fix']]}: {_short(', '.join(t['layers']))}", t["error_removed"],
              "float" if t["fix"] == "float" else "reaches" if t["reaches"] else "short")
-            for t in run["trials"][:shown]]
-    greedy = run.get("greedy")
-    if greedy is not None:
+            for t in trials]
+    if run.get("greedy") is not None:
+        (greedy,), more = _charted([run["greedy"]], {"error_removed": ANY}, math.nan)
+        left_out += more
         bars.insert(0, (C["greedy"].format(size=len(greedy["layers"])), greedy["error_removed"],
                         "greedy"))
     style = {"reaches": (GREEN, ""), "short": (BLUE, ""), "float": (GREY, "//"),
@@ -323,24 +446,28 @@ def fix_bars(run: dict, index: int, L: dict, shown: int) -> Plot:
         bar.set_hatch(style[kind][1])
     ax.set_yticks(range(len(bars)), [label for label, _, _ in bars], fontsize=8)
     target = run["target"]["error_removed"]
-    ax.axvline(target, color=RED, linestyle="--", linewidth=1)
+    handles = []
+    from matplotlib.lines import Line2D
+    if _drawable(target, *ANY):
+        ax.axvline(target, color=RED, linestyle="--", linewidth=1)
+        handles.append(Line2D([], [], color=RED, linestyle="--", label=C["target"].format(
+            target=f"{target:.0%}")))
+    else:
+        left_out += 1
     from matplotlib.ticker import FuncFormatter
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.0%}"))
-    ax.set_xlim(min(0.0, *(value for _, value, _ in bars)), 1.0)
+    ax.set_xlim(min([0.0, *(value for _, value, _ in bars if math.isfinite(value))]), 1.0)
     ax.set_title(C["title"].format(analysis=_short(run["analysis"])))
     ax.set_xlabel(C["x"])
     ax.set_ylabel(C["y"])
     ax.grid(axis="x", alpha=0.3)
-    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     kinds = {kind for _, _, kind in bars}
-    handles = [Line2D([], [], color=RED, linestyle="--", label=C["target"].format(
-        target=f"{target:.0%}"))]
     handles += [Patch(facecolor=style[kind][0], hatch=style[kind][1], label=C[kind])
                 for kind in ("reaches", "short", "float") if kind in kinds]
     ax.legend(handles=handles, loc="lower right", fontsize=8)
     plot_id = f"plot-fixes-{index}"
-    return Plot(plot_id, "fixes", C["caption"], _svg(fig, plot_id))
+    return Plot(plot_id, "fixes", _noted(C["caption"], left_out, L), _svg(fig, plot_id))
 
 
 def report_plots(report: dict, L: dict, kinds: set[str] | None = None) -> list[Plot]:
@@ -385,16 +512,27 @@ def _drawn(drawings: list) -> list[Plot]:
     return plots
 
 
+# how many threads are drawing a report's plots, and whether the collector ran before
+_pause = {"drawing": 0, "was_enabled": False}
+_PAUSE = threading.Lock()
+
+
 @contextmanager
 def _collector_paused():
     """No cyclic garbage collection while drawing: matplotlib makes thousands of objects,
     which trigger full collections over all the caller holds (a large table's report),
     costing up to as much again as the drawing. Each figure is dropped after its plot;
-    what is left is collected when the collector runs next."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    what is left is collected when the collector runs next. Counted across threads: the
+    last one done gives the collector back as the first one found it."""
+    with _PAUSE:
+        if _pause["drawing"] == 0:
+            _pause["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _pause["drawing"] += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _PAUSE:
+            _pause["drawing"] -= 1
+            if _pause["drawing"] == 0 and _pause["was_enabled"]:
+                gc.enable()
