@@ -1,11 +1,14 @@
 """compare_per_layer_out.{txt,csv}: read any layout, then find where the error starts.
 
-The curve (Cosine steps, Atol in quantization steps, the clean band) is read by
-``layer_curve.read_curve``, whose docstring states the algorithm (knowledge.md §16 R3.8);
-the error kind at a source row by ``error_kind``: truncation needs range evidence (what
-the dtype and qscale can represent, ``quant_range``), a LUT op at the origin is ``lut``,
-tens of quantization steps with the range covered is the op's ``conversion``, about one
-step is ``rounding`` (R3.9, R3.11). The worst row is not the root cause.
+The rows are read as the graph they are (``layer_graph.read_graph``, whose docstring
+states the algorithm: knowledge.md §17 R4.1, R4.2): each row against the rows it reads,
+along fx_graph.txt where its nodes carry the rows, else in row order, with the layers'
+own error where the probe measured it (``own_error``). The error kind at a source row is
+``error_kind`` (R4.3): truncation needs range evidence (what the dtype and qscale can
+represent, ``quant_range``) or a range narrowed from clean inputs, a LUT op at the origin
+is ``lut``, weights that lose precision are ``weight``, tens of quantization steps with
+the range covered is the op's ``conversion``, about one step is ``rounding``. The worst
+row is not the root cause.
 """
 
 from __future__ import annotations
@@ -17,8 +20,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from qcdoctor.collectors.layer_curve import Curve, read_curve
+from qcdoctor.collectors.layer_graph import (
+    consumers_of,
+    downstream,
+    graph_edges,
+    postprocess_rows,
+    read_graph,
+    row_order_edges,
+)
 from qcdoctor.collectors.lut_ops import lut_op
+from qcdoctor.collectors.own_error import own_error_of
 from qcdoctor.collectors.quant_range import QRANGE, dtype_name, range_evidence, representable
 from qcdoctor.collectors.reasons import reason
 from qcdoctor.collectors.tables import Table, read_psql_file, read_qa_csv
@@ -100,15 +111,17 @@ class LayerReading:
     mismatch_rows: int
     origin: int | None          # the (first) source; where accumulation starts (gradual)
     pattern: str                # cliff | gradual | accumulation_with_step | two_sources
-                                # | outlier | none
+                                # | outlier | noise | none
     drop: float                 # the Cosine step at the origin
     worst: int | None
-    kind: str                   # truncation | rounding | conversion | lut | unclear
+    kind: str                   # truncation | weight | rounding | conversion | lut | unclear
     kind_detail: dict
     second: int | None = None   # the second source
     second_kind: str = "unclear"
     second_detail: dict = field(default_factory=dict)
     curve: dict = field(default_factory=dict)      # the numbers the reading rests on
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0))   # per frame row
+    by_graph: bool = False      # read along fx_graph.txt (else in row order)
 
     @property
     def located(self) -> bool:
@@ -130,7 +143,18 @@ def quantization_steps(frame: pd.DataFrame) -> np.ndarray:
     return np.where(np.isfinite(given), given, derived)
 
 
-def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT) -> LayerReading:
+def _texts(frame: pd.DataFrame, column: str, rows: np.ndarray) -> list[str]:
+    if column not in frame:
+        return [""] * len(rows)
+    values = frame[column].to_numpy(dtype=object)[rows]
+    return [v.strip() if isinstance(v, str) else "" for v in values]
+
+
+def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT, graph=None,
+                own_rows: dict | None = None) -> LayerReading:
+    """The reading of one table: along ``graph`` (collectors.fx_graph.Graph) where its
+    nodes carry the rows, else in row order; ``own_rows``: layer_own_error.csv's rows by
+    mod_name, where the probe measured them (knowledge.md §17 R4.1-R4.3)."""
     frame = layers.frame
     cos, atol = numeric_column(frame, "cosine"), numeric_column(frame, "atol")
     has_metric = ~np.isnan(cos) | ~np.isnan(atol)
@@ -141,63 +165,156 @@ def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT) -> LayerReadin
         mismatch = sum(isinstance(v, str) and "mismatch" in v for v in shapes)
     rows = np.flatnonzero(has_metric)
     if rows.size == 0:
-        return LayerReading(0, mismatch, None, "none", 0.0, None, "unclear", {})
+        return LayerReading(0, mismatch, None, "none", 0.0, None, "unclear", {},
+                            steps=np.zeros(len(frame)))
+    names = _texts(frame, "mod_name", rows)
     qsteps = quantization_steps(frame)[rows]
-    curve = read_curve(cos[rows], qsteps, limits)
-    worst = int(rows[_worst(cos[rows], qsteps, atol[rows])])
-    if curve.origin is None:
-        return LayerReading(int(rows.size), mismatch, None, "none", 0.0, worst, "unclear", {},
-                            curve=_curve_numbers(frame, rows, curve, None))
-    origin = int(rows[curve.origin])
-    second = int(rows[curve.second]) if curve.second is not None else None
-    reading = LayerReading(int(rows.size), mismatch, origin, curve.pattern,
-                           float(curve.steps[curve.origin]), worst, "unclear", {}, second,
-                           curve=_curve_numbers(frame, rows, curve, worst))
+    edges = graph_edges(graph, names) if graph is not None else None
+    edges = edges or row_order_edges(int(rows.size))
+    ops = [a or b for a, b in zip(_texts(frame, "analy_op_type", rows),
+                                  _texts(frame, "base_op_type", rows), strict=True)]
+    left_out = postprocess_rows(names, ops, _texts(frame, "quant_dtype", rows))
+    own = own_error_of(own_rows, names) if own_rows else None
+    graph_reading = read_graph(cos[rows], qsteps, edges, own, limits, left_out)
+    steps = np.zeros(len(frame))
+    steps[rows] = graph_reading.step
+    worst = int(rows[_worst(np.where(left_out, np.nan, cos[rows]), qsteps, atol[rows])])
+    numbers = _reading_numbers(frame, rows, graph_reading, worst, edges, own, left_out, limits)
+    origin_at = graph_reading.origin
+    if origin_at is None or graph_reading.pattern in ("none", "noise"):
+        return LayerReading(int(rows.size), mismatch, None, graph_reading.pattern, 0.0, worst,
+                            "unclear", {}, curve=numbers, steps=steps,
+                            by_graph=edges.by_graph)
+    origin = int(rows[origin_at])
+    second_at = graph_reading.second
+    second = int(rows[second_at]) if second_at is not None else None
+    reading = LayerReading(int(rows.size), mismatch, origin, graph_reading.pattern,
+                           float(graph_reading.step[origin_at]), worst, "unclear", {}, second,
+                           curve=numbers, steps=steps, by_graph=edges.by_graph)
     if reading.located:         # accumulation has no single source to give a kind
-        reading.kind, reading.kind_detail = error_kind(frame, origin, limits)
+        reading.kind, reading.kind_detail = error_kind(
+            frame, origin, limits, _source_context(graph_reading, origin_at, own, limits))
         if second is not None:
-            reading.second_kind, reading.second_detail = error_kind(frame, second, limits)
+            reading.second_kind, reading.second_detail = error_kind(
+                frame, second, limits, _source_context(graph_reading, second_at, own, limits))
     return reading
+
+
+def read_folder(table_path: Path, limits: Thresholds = DEFAULT) -> tuple[LayerTable,
+                                                                          LayerReading]:
+    """A probe folder's table read as triage reads it: along the fx_graph.txt beside it,
+    with the layer_own_error.csv beside it (either one only where present)."""
+    from qcdoctor.collectors.fx_graph import load_graph
+    from qcdoctor.collectors.own_error import OWN_ERROR_FILE, load_own_error
+    table_path = Path(table_path)
+    layers = load_compare(table_path)
+    graph_path, own_path = table_path.with_name("fx_graph.txt"), \
+        table_path.with_name(OWN_ERROR_FILE)
+    graph = load_graph(graph_path)[0] if graph_path.is_file() else None
+    own = load_own_error(own_path)[0] if own_path.is_file() else None
+    return layers, read_layers(layers, limits, graph, own)
+
+
+def _source_context(reading, at: int, own, limits: Thresholds) -> dict:
+    """What the graph and the own error say of one source row, for its kind."""
+    context = {"inputs_clean": bool(reading.c_in[at] >= limits.cosine_good)}
+    if own is not None and not np.isnan(own.weight_sqnr[at]):
+        context.update(weight_known=True, weight_sqnr=float(own.weight_sqnr[at]),
+                       per_tensor=bool(own.per_tensor[at]),
+                       channel_ratio=float(own.channel_ratio[at]))
+    if own is not None and not np.isnan(own.cosine[at]):
+        context.update(own_known=True, own_cosine=float(own.cosine[at]),
+                       own_qsteps=float(own.qsteps[at]))
+    return context
 
 
 def _worst(cos: np.ndarray, qsteps: np.ndarray, atol: np.ndarray) -> int:
     """The lowest Cosine; without any, the largest Atol (in steps where known)."""
     if (~np.isnan(cos)).any():
         return int(np.nanargmin(cos))
-    return int(np.nanargmax(qsteps if (~np.isnan(qsteps)).any() else atol))
+    known = qsteps if (~np.isnan(qsteps)).any() else atol
+    return int(np.nanargmax(known)) if (~np.isnan(known)).any() else 0
 
 
-def _curve_numbers(frame: pd.DataFrame, rows: np.ndarray, curve: Curve,
-                   worst: int | None) -> dict:
+def _reading_numbers(frame: pd.DataFrame, rows: np.ndarray, reading, worst: int, edges,
+                     own, left_out: np.ndarray, limits: Thresholds) -> dict:
     """The numbers behind a reading, rows as frame positions (None: no such row)."""
     def row(k):
         return int(rows[k]) if k is not None else None
     cos = numeric_column(frame, "cosine")[rows]
-    known = cos[~np.isnan(cos)]
-    origin, second = curve.origin, curve.second
-    start = curve.start if curve.pattern in ("gradual", "accumulation_with_step") else origin
-    return {"fired": curve.fired, "sources": curve.sources, "start": row(start),
-            "typical_step": curve.typical,
-            "largest_step": float(curve.steps[curve.largest]) if curve.largest is not None
-            else 0.0, "largest": row(curve.largest),
-            "declining": int((curve.steps > 0).sum()),
+    qsteps = quantization_steps(frame)[rows]
+    known = cos[~np.isnan(cos) & ~left_out]
+    step = reading.step
+    largest = int(np.argmax(step)) if (step > 0).any() else None
+    origin = reading.origin
+    accumulating = reading.pattern in ("gradual", "accumulation_with_step")
+    start = reading.start if accumulating or reading.pattern == "noise" else origin
+    names = _texts(frame, "mod_name", rows)
+    read = edges.inputs_of(origin) if origin is not None else []
+    inputs = [names[i] for i in read]
+    own_at = origin if origin is not None else None
+    region_rows = _region_rows(reading, cos, left_out, edges, limits) if accumulating else []
+    known_q = qsteps[~np.isnan(qsteps) & ~left_out]
+    return {"fired": reading.fired[0] if reading.fired else "none",
+            "sources": len(reading.sources), "start": row(start),
+            "typical_step": reading.typical,
+            "largest_step": float(step[largest]) if largest is not None else 0.0,
+            "largest": row(largest), "declining": int((step > 0).sum()),
             "loss": float(1.0 - known.min()) if known.size else 0.0,
-            "loss_before": float(curve.loss_before[origin]) if origin is not None else 0.0,
-            "steps_before": _number(curve.qbefore[origin]) if origin is not None else 0.0,
-            "second_drop": float(curve.steps[second]) if second is not None else 0.0,
-            "region": _region(frame, row(start), worst)
-            if curve.pattern in ("gradual", "accumulation_with_step") else ""}
+            "loss_before": float(1.0 - reading.c_in[origin]) if origin is not None else 0.0,
+            "input_cosine": float(reading.c_in[origin]) if origin is not None else 1.0,
+            "inputs": ", ".join(inputs[:4]) + (" ..." if len(inputs) > 4 else ""),
+            "steps_before": _number(np.nanmax(qsteps[read]))
+            if read and (~np.isnan(qsteps[read])).any() else 0.0,
+            "second_drop": float(step[reading.second]) if reading.second is not None else 0.0,
+            "region": _region([names[i] for i in region_rows]) if region_rows else "",
+            "region_rows": len(region_rows),
+            "region_lut": any(lut_op(_text(frame, "analy_op_type", int(rows[i])), names[i])
+                              or lut_op(_text(frame, "base_op_type", int(rows[i])), names[i])
+                              for i in region_rows),
+            "max_qsteps": float(known_q.max()) if known_q.size else 0.0,
+            "reading": "graph" if edges.by_graph else "row_order",
+            "borderline": reading.borderline, "flips": ", ".join(reading.flips),
+            "settled_by": _settled_by(reading, own),
+            "own_known": own is not None and own_at is not None
+            and not np.isnan(own.cosine[own_at]),
+            "own_cosine": _number(own.cosine[own_at]) if own is not None and own_at is not None
+            else 0.0,
+            "own_qsteps": _number(own.qsteps[own_at]) if own is not None and own_at is not None
+            else 0.0,
+            "left_out": int(left_out.sum()),
+            "worst_left_out": bool(left_out.any() and (~np.isnan(cos[left_out])).any()
+                                   and float(np.nanmin(cos[left_out])) < float(known.min()
+                                                                               if known.size
+                                                                               else 1.0))}
 
 
-def _region(frame: pd.DataFrame, first: int, last: int | None) -> str:
-    """The module path holding the rows from ``first`` to ``last``: their longest common
-    dotted prefix (that of the first and last name in sorted order); where they share
-    none, the top-level module ``first`` lies in."""
-    if "mod_name" not in frame:
+def _settled_by(reading, own) -> str:
+    """The measurement that settles a borderline reading: the layers' own error where the
+    probe has not measured it, else a fix trial."""
+    if not reading.borderline:
         return ""
-    end = (last if last is not None and last >= first else first) + 1
-    names = [n.strip() for n in frame["mod_name"].to_numpy(dtype=object)[first:end]
-             if isinstance(n, str) and n.strip()]
+    return "fix_trial" if own is not None else "own_error"
+
+
+def _region_rows(reading, cos: np.ndarray, left_out: np.ndarray, edges,
+                 limits: Thresholds) -> list[int]:
+    """The rows an accumulation spans: those below the clean band's Cosine, without the
+    model's inputs (rows that read no row), post-processing and, where a step lands on
+    the accumulation, the rows that read the step (its propagation)."""
+    after = np.zeros(cos.size, dtype=bool)
+    if reading.pattern == "accumulation_with_step" and reading.origin is not None:
+        after = downstream(consumers_of(edges), [reading.origin])
+    with np.errstate(invalid="ignore"):
+        spans = (cos < limits.cosine_good) & ~left_out & edges.has_inputs & ~after
+    return np.flatnonzero(spans).tolist()
+
+
+def _region(names: list[str]) -> str:
+    """The module path holding ``names``: their longest common dotted prefix (that of the
+    first and last name in sorted order); where they share none, the top-level module
+    holding most of them."""
+    names = [n for n in names if n]
     if not names:
         return ""
     low, high = min(names).split("."), max(names).split(".")
@@ -206,19 +323,29 @@ def _region(frame: pd.DataFrame, first: int, last: int | None) -> str:
         if a != b:
             break
         common.append(a)
-    start = frame["mod_name"].iat[first]
-    return ".".join(common) or (start.strip().split(".")[0] if isinstance(start, str)
-                                else low[0])
+    if common:
+        return ".".join(common)
+    tops: dict[str, int] = {}
+    for name in names:                  # in row order: a tie goes to the first
+        top = name.split(".")[0]
+        tops[top] = tops.get(top, 0) + 1
+    return max(tops, key=tops.__getitem__)
 
 
 def _number(value) -> float:
     return float(value) if value is not None and np.isfinite(value) else 0.0
 
 
-def error_kind(frame: pd.DataFrame, position: int, limits: Thresholds = DEFAULT):
-    """(kind, detail) of the error at one row: truncation (range evidence), lut (a LUT op),
-    conversion (tens of quantization steps with the range covered), rounding (a few
-    steps), else unclear (knowledge.md §16 R3.9, R3.11)."""
+def error_kind(frame: pd.DataFrame, position: int, limits: Thresholds = DEFAULT,
+               context: dict | None = None):
+    """(kind, detail) of the error at one source row (knowledge.md §17 R4.3): truncation
+    (range evidence, or a range narrower than the baseline's where every row it reads is
+    clean: a clamp), lut (a LUT op), weight (the layer's own error comes from its weights:
+    a low weight SQNR, or one scale over channels tens of times apart), conversion (tens
+    of quantization steps with the range covered and the weights fine), rounding (a few
+    steps), else unclear. ``context``: what the graph and the own error say of the row."""
+    context = context or {}
+
     def num(column):
         return float(frame[column].iat[position]) if column in frame else float("nan")
 
@@ -249,15 +376,36 @@ def error_kind(frame: pd.DataFrame, position: int, limits: Thresholds = DEFAULT)
               "clipped": evidence.clipped, "at_edge": evidence.at_edge,
               "covered": evidence.covered, "room": evidence.room,
               "scale_limit": rep.high if rep and rep.placed else float("nan"),
-              "steps": steps, "steps_known": bool(np.isfinite(steps)), "lut_op": lut or ""}
+              "steps": steps, "steps_known": bool(np.isfinite(steps)), "lut_op": lut or "",
+              "inputs_clean": bool(context.get("inputs_clean", False)),
+              "weight_known": bool(context.get("weight_known", False)),
+              "weight_sqnr": context.get("weight_sqnr", float("nan")),
+              "per_tensor": bool(context.get("per_tensor", False)),
+              "channel_ratio": context.get("channel_ratio", float("nan")),
+              "own_known": bool(context.get("own_known", False)),
+              "own_cosine": context.get("own_cosine", float("nan")),
+              "own_qsteps": context.get("own_qsteps", float("nan"))}
+    detail["weight_poor"] = _weight_poor(detail, limits)
     return _kind(detail, limits), detail
+
+
+def _weight_poor(d: dict, limits: Thresholds) -> bool:
+    if not d["weight_known"]:
+        return False
+    spread = d["channel_ratio"]
+    return bool(d["weight_sqnr"] < limits.weight_sqnr_low or
+                (d["per_tensor"] and np.isfinite(spread) and spread >= limits.channel_spread))
 
 
 def _kind(d: dict, limits: Thresholds) -> str:
     if d["covered"] == "no":
         return "truncation"
-    if d["lut_op"]:
+    if d["lut_op"]:                 # a table's own range ends are its approximation
         return "lut"
+    if d["narrower"] and d["inputs_clean"]:
+        return "truncation"         # a clamp: the range cannot have come from upstream
+    if d["weight_poor"]:
+        return "weight"
     if not d["steps_known"]:
         return "unclear"
     if d["steps"] >= limits.conversion_steps:
@@ -295,8 +443,18 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
         return int(frame["_index"].iat[position]) if position is not None else 0
 
     steps = quantization_steps(frame)
+    c = reading.curve
+    if reading.origin is None and reading.pattern == "noise" and c.get("start") is not None:
+        p = c["start"]
+        facts.append({"type": "layer_noise", "analysis": analysis, "rows": reading.compared,
+                      "min_cosine": round(1.0 - c.get("loss", 0.0), 9),
+                      "max_qsteps": round(c.get("max_qsteps", 0.0), 6),
+                      "start_layer": layer(p), "start_row": row_number(p),
+                      "reading": c.get("reading", "row_order"),
+                      "borderline": bool(c.get("borderline")), "flips": c.get("flips", ""),
+                      "source": where(p), "locations": place(p)})
     if reading.origin is not None:
-        p, c, second = reading.origin, reading.curve, reading.second
+        p, second = reading.origin, reading.second
         start = c.get("start")
         facts.append({
             "type": "layer_origin", "analysis": analysis, "layer": layer(p),
@@ -309,6 +467,8 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
             "qdiff_known": bool(np.isfinite(steps[p])),
             "steps_before": c.get("steps_before", 0.0),
             "loss_before": round(c.get("loss_before", 0.0), 9),
+            "input_cosine": round(c.get("input_cosine", 1.0), 9),
+            "inputs": c.get("inputs", ""),
             "typical_step": round(c.get("typical_step", 0.0), 9),
             "largest_step": round(c.get("largest_step", 0.0), 9),
             "largest_row": row_number(c.get("largest")),
@@ -320,7 +480,16 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
             "second_row": row_number(second),
             "second_drop": round(c.get("second_drop", 0.0), 9),
             "second_cosine": value("cosine", second) if second is not None else 0.0,
-            "region": c.get("region", ""),
+            "region": c.get("region", ""), "region_rows": c.get("region_rows", 0),
+            "region_lut": bool(c.get("region_lut")),
+            "lut_involved": bool(reading.kind_detail.get("lut_op")
+                                 or reading.second_detail.get("lut_op") or c.get("region_lut")),
+            "reading": c.get("reading", "row_order"),
+            "borderline": bool(c.get("borderline")), "flips": c.get("flips", ""),
+            "settled_by": c.get("settled_by", ""),
+            "own_known": bool(c.get("own_known")),
+            "own_cosine": round(c.get("own_cosine", 0.0), 9),
+            "own_qsteps": round(c.get("own_qsteps", 0.0), 6),
             "base_min": value("base_model_min", p), "base_max": value("base_model_max", p),
             "analy_min": value("analy_model_min", p),
             "analy_max": value("analy_model_max", p), "source": where(p),
@@ -331,6 +500,10 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
         if second is not None:
             facts.append(_kind_fact(analysis, layer(second), 2, reading.second_kind,
                                     reading.second_detail, where(second), place(second)))
+    if c.get("left_out"):
+        facts.append({"type": "layer_postprocess", "analysis": analysis,
+                      "rows": int(c["left_out"]), "worst": bool(c.get("worst_left_out")),
+                      "source": source_prefix, "locations": at(source_prefix)})
     if reading.worst is not None:
         w = reading.worst
         facts.append({"type": "layer_worst", "analysis": analysis, "layer": layer(w),
@@ -348,9 +521,11 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
 # booleans beside them say whether the number is known)
 _KIND_NUMBERS = ("range_ratio", "base_absmax", "scale_limit", "qscale", "zero_point",
                  "range_low", "range_high", "range_width", "base_min", "base_max",
-                 "analy_min", "analy_max", "room", "steps")
+                 "analy_min", "analy_max", "room", "steps", "weight_sqnr", "channel_ratio",
+                 "own_cosine", "own_qsteps")
 _KIND_FLAGS = ("dtype_known", "range_known", "zero_point_given", "range_placed", "narrower",
-               "clipped", "at_edge", "steps_known")
+               "clipped", "at_edge", "steps_known", "inputs_clean", "weight_known",
+               "per_tensor", "weight_poor", "own_known")
 
 
 def _kind_fact(analysis: str, layer: str, order: int, kind: str, detail: dict, source: str,

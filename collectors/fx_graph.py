@@ -22,10 +22,19 @@ class Graph:
     nodes: dict[str, dict] = field(default_factory=dict)        # name -> row
     producers: dict[str, list[str]] = field(default_factory=dict)
     by_target: dict[str, str] = field(default_factory=dict)      # module path -> node name
+    # the probe's graph says which compare_per_layer row each node reports as (mod_name)
+    row_nodes: dict[str, str] = field(default_factory=dict)      # mod_name -> node name
 
     # built on first use, after loading: (target -> its order, [targets in order],
     # dotted suffix -> order of the first target ending in it)
     _suffixes: tuple | None = field(default=None, repr=False, compare=False)
+
+    def node_of_row(self, layer: str) -> str | None:
+        """The node a compare_per_layer row reports: as the graph names it where it says
+        (the probe's ``mod_name`` column), else by its module path."""
+        if self.row_nodes:
+            return self.row_nodes.get(layer)
+        return self.node_for_layer(layer)
 
     def node_for_layer(self, layer: str) -> str | None:
         """The node of a compare_per_layer mod_name: the exact target, else the first target
@@ -71,12 +80,15 @@ def load_graph(path: Path) -> tuple[Graph, list[dict]]:
             raise ValueError(reason("no {column} column (columns: {columns})", column=need,
                                     columns=", ".join(header)))
     op_at, name_at, target_at, args_at = (lower.index(k) for k in ("opcode", "name", "target", "args"))
+    row_at = lower.index("mod_name") if "mod_name" in lower else None
     graph, hints = Graph(), []
     for line, cells in rows:
         if len(cells) <= args_at:
             continue
         name, opcode, target, args = cells[name_at], cells[op_at], cells[target_at], cells[args_at]
         graph.nodes[name] = {"opcode": opcode, "target": target, "line": line}
+        if row_at is not None and len(cells) > row_at and cells[row_at].strip():
+            graph.row_nodes.setdefault(cells[row_at].strip(), name)
         graph.producers[name] = [t for t in _NAME.findall(args) if t in graph.nodes and t != name]
         if opcode in ("call_module", "get_attr"):
             graph.by_target.setdefault(target, name)
@@ -88,36 +100,3 @@ def load_graph(path: Path) -> tuple[Graph, list[dict]]:
         if _DEPLOY.search(name) or (opcode != "call_module" and _DEPLOY.search(target)):
             hints.append({"node": name, "target": target[:120], "line": line})
     return graph, hints
-
-
-def graph_origin(graph: Graph, layers: list[tuple[int, str, bool]]) -> int | None:
-    """First bad layer (in execution order) whose nearest known producers are all fine.
-
-    ``layers`` is (position, mod_name, is_bad) for rows with metrics. Producers that have
-    no compared row are looked through, up to the nearest compared ones.
-    """
-    status: dict[str, bool] = {}
-    nodes = []
-    for _, layer, bad in layers:
-        node = graph.node_for_layer(layer) if layer else None
-        nodes.append(node)
-        if node is not None:
-            status[node] = status.get(node, False) or bad
-    upstream = _bad_upstream(graph, status)
-    for (position, _, bad), node in zip(layers, nodes, strict=True):
-        if bad and node is not None and not upstream.get(node, False):
-            return position
-    return None
-
-
-def _bad_upstream(graph: Graph, status: dict[str, bool]) -> dict[str, bool]:
-    """node -> whether one of its nearest compared producers is bad.
-
-    Producers always come earlier in the file (args name nodes already read), so one pass
-    in graph order computes it for every node, each edge looked at once.
-    """
-    upstream: dict[str, bool] = {}
-    for node, producers in graph.producers.items():
-        upstream[node] = any(status[p] if p in status else upstream.get(p, False)
-                             for p in producers)
-    return upstream

@@ -15,7 +15,7 @@ from qcdoctor.collectors.advisor import load_advisor
 from qcdoctor.collectors.badcase import spread_fact, worst_indices_from_pt, worst_indices_from_txt
 from qcdoctor.collectors.case_file import Case
 from qcdoctor.collectors.files import ArtifactRefused, CaseFiles, find_files, walk
-from qcdoctor.collectors.fx_graph import Graph, graph_origin, load_graph
+from qcdoctor.collectors.fx_graph import Graph, load_graph
 from qcdoctor.collectors.model_check import check_model
 from qcdoctor.collectors.qa_files import (
     ADVISOR_NAMES,
@@ -346,13 +346,12 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
                   "has_badcase": "badcase.txt" in found or "all_badcase_info.pt" in found,
                   "source": rel})
     if compare is not None:
-        reading = read_layers(compare, limits)
+        reading = read_layers(compare, limits, _folder_graph(facts, rel, found, files) or graph,
+                              _own_errors(facts, rel, found, files))
         facts += row_facts(compare, reading, rel, crel)
         facts.append(layer_series(compare, reading, rel, crel))
         if compare.table.problems:
             facts.append(_problem(crel, joined(compare.table.problems), True, crel))
-        if graph is not None and reading.compared:
-            facts += _graph_origin_facts(compare, reading, graph, rel, crel, limits)
     top_weight = None
     for path in sens_paths:
         srel = f"{rel}/{path.name}" if rel != "." else path.name
@@ -440,26 +439,30 @@ def _graph(case: Case, facts: list[dict], files: CaseFiles) -> Graph | None:
     return graph
 
 
-def _graph_origin_facts(compare, reading, graph, rel, crel, limits) -> list[dict]:
-    frame = compare.frame
-    if "cosine" not in frame or "mod_name" not in frame:
-        return []
-    cos = frame["cosine"].to_numpy(dtype=float)
-    names = frame["mod_name"].tolist()
-    layers = [(i, names[i].strip() if isinstance(names[i], str) else "",
-               bool(cos[i] < limits.cosine_good)) for i in range(len(frame)) if not math.isnan(cos[i])]
-    position = graph_origin(graph, layers)
-    if position is None:
-        return []
-    layer = names[position].strip()
-    line = int(frame["_line"].iat[position]) if "_line" in frame else None
-    return [{"type": "layer_graph_origin", "analysis": rel, "layer": layer,
-             "row": int(frame["_index"].iat[position]), "cosine": float(cos[position]),
-             "agrees": position == reading.origin,
-             "origin_layer": names[reading.origin].strip() if reading.origin is not None else "",
-             "origin_row": int(frame["_index"].iat[reading.origin]) if reading.origin is not None else 0,
-             "source": f"{crel} row {int(frame['_index'].iat[position])}",
-             "locations": at(crel, line)}]
+def _folder_graph(facts: list[dict], rel: str, found: dict, files: CaseFiles) -> Graph | None:
+    """The folder's own fx_graph.txt (qcdoctor probe writes the analysis model's beside its
+    tables, each node with the row it reports): read before the case's."""
+    if "fx_graph.txt" not in found:
+        return None
+    grel = f"{rel}/fx_graph.txt" if rel != "." else "fx_graph.txt"
+    loaded = _read(facts, grel, load_graph, found["fx_graph.txt"], files=files, kind="table")
+    return loaded[0] if loaded else None
+
+
+def _own_errors(facts: list[dict], rel: str, found: dict, files: CaseFiles) -> dict | None:
+    """layer_own_error.csv's rows by mod_name, where the probe measured them."""
+    from qcdoctor.collectors.own_error import OWN_ERROR_FILE, load_own_error
+    if OWN_ERROR_FILE not in found:
+        return None
+    orel = f"{rel}/{OWN_ERROR_FILE}" if rel != "." else OWN_ERROR_FILE
+    loaded = _read(facts, orel, load_own_error, found[OWN_ERROR_FILE], files=files,
+                   kind="table")
+    if loaded is None:
+        return None
+    rows, problems = loaded
+    if problems:
+        facts.append(_problem(orel, joined(problems[:5]), True, orel))
+    return rows or None
 
 
 def _model_check_facts(case: Case, files: CaseFiles) -> list[dict]:

@@ -30,6 +30,7 @@ from qcdoctor.errors import QcdoctorError
 BOUNDS = {"cosine_good": (0, 1), "cliff_drop": (0, 1), "cliff_share": (0, 1),
           "atol_jump": (0, None), "atol_jump_steps": (0, None), "band_steps": (0, None),
           "source_growth": (0, None), "conversion_steps": (1, None), "range_narrow": (0, 1),
+          "weight_sqnr_low": (0, None), "channel_spread": (1, None),
           "dominance": (1, None), "flat_spread": (1, None), "tail_share": (0, 1),
           "tail_near_zero": (0, 1), "top_n": (1, 1000)}
 assert set(BOUNDS) == {f.name for f in fields(Thresholds)}

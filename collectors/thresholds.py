@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass
 class Thresholds:
     cosine_good: float = 0.999        # a layer at or above this agrees with its baseline
     cliff_drop: float = 0.01          # a cosine fall this large below the rows before is sharp
-    # a step counts only when the rows right after it keep this share of it (a dip that
-    # the next rows take back at once, as a softmax does its logits', is no source)
+    # no longer read: the graph reading keeps a step when a row reading it is out of the
+    # band too (knowledge.md R4.1); accepted so that older settings files still load
     cliff_share: float = 0.5
     atol_jump: float = 10.0           # Atol in quantization steps this many times the largest before: a jump ...
     atol_jump_steps: float = 2.0      # ... when it is also this many quantization steps
@@ -27,6 +27,12 @@ class Thresholds:
     # op's conversion / requantization, not rounding (about one step per element)
     conversion_steps: float = 10.0
     range_narrow: float = 0.9         # analysis range below this share of the baseline's: narrower
+    # a weighted source's own error comes from its weights (knowledge.md R4.3) when the
+    # worst output channel's SQNR of the quantized weight is below this (dB; int8
+    # per-channel weights reach 35-40) ...
+    weight_sqnr_low: float = 25.0
+    # ... or when one scale serves channels whose ranges are this many times apart
+    channel_spread: float = 10.0
     dominance: float = 2.0            # top-1 sensitivity / a cosine step this many times the next / typical: dominant
     flat_spread: float = 1.5          # top-1 within this factor of the 5th: flat (accumulation)
     tail_share: float = 0.2           # the last share of sensitivity rows is "the tail" ...

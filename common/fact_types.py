@@ -183,30 +183,52 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     "layer_table": {"analysis": _s(default=""), "rows": _i(0), "compared": _i(0),
                     "mismatch_rows": _i(0), "layout": _s("16", "23", "upper", "other"),
                     "partial": _b(), "abnormal": _b()},
-    # the per-layer curve (collectors/layer_curve.py, knowledge.md §16 R3.8): layer/row is
-    # the (first) source, or where accumulation starts (gradual); located: a source op is
-    # named; fired: what made the step stand out; drop: its Cosine step; qdiff: Atol at
-    # the row in quantization steps (qdiff_known), steps_before: the largest before it
+    # the per-layer reading (collectors/layer_graph.py, knowledge.md §17 R4.1): layer/row
+    # is the (first) source, or where accumulation starts (gradual); located: a source op
+    # is named; fired: what made it one; drop: its Cosine step below the rows it reads
+    # (input_cosine, inputs); qdiff: Atol at the row in quantization steps (qdiff_known),
+    # steps_before: the largest of the rows it reads
     "layer_origin": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
                      "pattern": _s("cliff", "gradual", "accumulation_with_step",
                                    "two_sources", "outlier"),
                      "located": _b(), "fired": _s("cosine_drop", "dominant_step", "atol_jump",
-                                                  "none", default="none"),
+                                                  "own_error", "none", default="none"),
                      "op_type": _s(default=""),
                      "dtype": _s(default=""), "qscale": _f(), "cosine": _f(), "atol": _f(),
                      "drop": _f(), "qdiff": _f(), "qdiff_known": _b(), "steps_before": _f(),
-                     "loss_before": _f(), "typical_step": _f(), "largest_step": _f(),
+                     "loss_before": _f(), "input_cosine": _f(1.0), "inputs": _s(default=""),
+                     "typical_step": _f(), "largest_step": _f(),
                      "largest_row": _i(0), "declining": _i(0), "loss": _f(), "sources": _i(0),
                      "start_layer": _s(default=""), "start_row": _i(0),
                      "second_layer": _s(default=""), "second_row": _i(0), "second_drop": _f(),
-                     "second_cosine": _f(), "region": _s(default=""),
+                     "second_cosine": _f(), "region": _s(default=""), "region_rows": _i(0),
+                     "region_lut": _b(),
+                     # a LUT op at a source or in the accumulation's region (R4.1: LUT
+                     # bisection only where the region holds one)
+                     "lut_involved": _b(),
+                     # read along fx_graph.txt, or row by row without one (R4.1)
+                     "reading": _s("graph", "row_order", default="row_order"),
+                     # a 10 % change of the thresholds named in flips changes the reading;
+                     # what settles it (R4.1)
+                     "borderline": _b(), "flips": _s(default=""),
+                     "settled_by": _s("own_error", "fix_trial", "", default=""),
+                     "own_known": _b(), "own_cosine": _f(), "own_qsteps": _f(),
                      "base_min": _f(), "base_max": _f(),
                      "analy_min": _f(), "analy_max": _f()},
+    # rows within a few quantization steps, none standing out: quantization noise (R4.1)
+    "layer_noise": {"analysis": _s(default=""), "rows": _i(0), "min_cosine": _f(1.0),
+                    "max_qsteps": _f(), "start_layer": _s(default=""), "start_row": _i(0),
+                    "reading": _s("graph", "row_order", default="row_order"),
+                    "borderline": _b(), "flips": _s(default="")},
+    # post-processing rows (topk, argmax, sort, nms, index outputs) left out of the search;
+    # worst: one of them is the lowest row of the table (R4.3)
+    "layer_postprocess": {"analysis": _s(default=""), "rows": _i(0), "worst": _b()},
     # the kind of error at a source row (order 1: the origin, 2: the second source);
-    # numbers whose flag (dtype_known, range_known, range_placed, steps_known) is false
-    # are unknown, written 0 (knowledge.md §16 R3.9, R3.11)
+    # numbers whose flag (dtype_known, range_known, range_placed, steps_known,
+    # weight_known, own_known) is false are unknown, written 0 (knowledge.md §17 R4.3)
     "error_kind": {"analysis": _s(default=""), "layer": _s(default=""), "order": _i(1),
-                   "kind": _s("truncation", "rounding", "conversion", "lut", "unclear"),
+                   "kind": _s("truncation", "weight", "rounding", "conversion", "lut",
+                              "unclear"),
                    "range_ratio": _f(), "base_absmax": _f(), "scale_limit": _f(),
                    "dtype": _s(default=""), "dtype_known": _b(), "range_known": _b(),
                    "qscale": _f(), "qmin": _i(0), "qmax": _i(0), "zero_point": _f(),
@@ -214,13 +236,13 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                    "range_high": _f(), "range_width": _f(), "base_min": _f(), "base_max": _f(),
                    "analy_min": _f(), "analy_max": _f(), "narrower": _b(), "clipped": _b(),
                    "at_edge": _b(), "covered": _s(*TRISTATE), "room": _f(), "steps": _f(),
-                   "steps_known": _b(), "lut_op": _s(default="")},
+                   "steps_known": _b(), "lut_op": _s(default=""), "inputs_clean": _b(),
+                   "weight_known": _b(), "weight_sqnr": _f(), "per_tensor": _b(),
+                   "channel_ratio": _f(), "weight_poor": _b(), "own_known": _b(),
+                   "own_cosine": _f(), "own_qsteps": _f()},
     "layer_worst": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
                     "cosine": _f(), "atol": _f(), "is_origin": _b(), "has_origin": _b(),
                     "origin_layer": _s(default=""), "origin_row": _i(0)},
-    "layer_graph_origin": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
-                           "cosine": _f(), "agrees": _b(), "origin_layer": _s(default=""),
-                           "origin_row": _i(0)},
     "sensitivity_summary": {"analysis": _s(default=""), "output": _s(default=""),
                             "metric": _s(default=""), "rows": _i(0), "top_op": _s(default=""),
                             "top_kind": _s(default="activation"), "top_op_type": _s(default=""),

@@ -172,7 +172,7 @@ def test_comparison_from_analyses_run_content_or_ask(tmp_path):
     assert any(a["id"] == "name_comparison:horizon_quant_analysis" for a in report["next_actions"])
 
 
-def test_graph_aware_origin_follows_the_data_flow(tmp_path):
+def test_the_origin_follows_the_data_flow_of_fx_graph(tmp_path):
     case = tmp_path / "g"
     case_yaml(case)
     # execution order interleaves two branches; branch_b.conv is bad with good producers,
@@ -190,9 +190,15 @@ def test_graph_aware_origin_follows_the_data_flow(tmp_path):
         ("call_module", "head", "head", "(add,)"),
         ("output", "output", "output", "(head,)")])
     report = triage(case)
-    graph = facts_of(report, "layer_graph_origin")[0]
-    assert (graph["layer"], graph["agrees"]) == ("branch_b.conv", False)
-    assert "LY021" in rules_of(report)
+    origin = facts_of(report, "layer_origin")[0]
+    assert (origin["layer"], origin["pattern"], origin["reading"]) == \
+        ("branch_b.conv", "cliff", "graph")
+    assert origin["inputs"] == "quant" and "LY025" not in rules_of(report)
+    # without the graph: read in row order, and the report says so
+    (case / "fx_graph.txt").unlink()
+    report = triage(case)
+    origin = facts_of(report, "layer_origin")[0]
+    assert origin["reading"] == "row_order" and "LY025" in rules_of(report)
 
 
 def test_model_check_findings(tmp_path):

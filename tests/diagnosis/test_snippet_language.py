@@ -63,8 +63,9 @@ def _variants() -> list[tuple[str, dict]]:
                  ("bc_editor", {}), ("user_side_checks", {})]
     variants += [("qdq_compare", {"quantize": q, "dequantize": d})
                  for q in ("yes", "no", None) for d in ("yes", "no", None)]
-    variants += [("measured_fix", {"fix": fix, "layers": f"{AWKWARD}, backbone.s3.conv"})
-                 for fix in FIX_KINDS]
+    variants += [("measured_fix", {"fix": fix, "layers": f"{AWKWARD}, backbone.s3.conv",
+                                   "rank": rank})
+                 for fix in FIX_KINDS for rank in ("measured", "located")]
     variants += [(name, {"layer": value, "out_dir": value, "ops": value})
                  for name in _names() for value in HOSTILE[::3]]
     return variants
@@ -321,7 +322,7 @@ ENGLISH_DIGESTS = {
     "evaluate_stage": "8acc270c2bcaa9d5a7a616fb57549900cf7731acf3b09af9062871a0243c01ba",
     "fixed_scale": "c69595d1c88b9fccaec333e4ac5c86fc7f5f82ad2f4846e95809455c7b7ae6de",
     "lut_bisect": "32794c021088bf76ef860aa4aa44bf18f96c9d548099c53a53de2d2c17cafe8a",
-    "measured_fix": "a89218c2b21948a6c1506cb125ba6bfbb068a2974c1c1f9ca58c57fc46a51c76",
+    "measured_fix": "6b93505cf549f736280bab0a0e6ac117bef5dbfbfdcfe85e8c6c02792ffebd8a",
     "qdq_compare": "591f42a9e8e5c29861aad77b65c8cc392b1cbfc110798a0ded9a4eeaf1575b8f",
     "qint16": "e6232aba2c8cce9f772a31f62c46cb1e370bf9f4041c1ac1d2fcd72fbb5c156b",
     "quant_analysis": "34fdecd8196201f57d4926b9598dbd90a1f99b76cf94d76437e27e5cafb9fdc1",

@@ -1,5 +1,6 @@
-"""The per-layer curve reading (knowledge.md §16 R3.8) and the error kind at its source
-(R3.9, R3.11), on small tables written as the profiler writes them."""
+"""The per-layer reading of tables without a graph, row by row (knowledge.md §16 R3.8,
+§17 R4.1), and the error kind at its source (R3.9, R3.11, R4.3), on small tables written
+as the profiler writes them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.compare_layers import load_compare, read_layers, row_facts
-from qcdoctor.collectors.layer_curve import typical_without_each
+from qcdoctor.collectors.layer_graph import median_without_each
 from qcdoctor.collectors.lut_ops import lut_op
 from qcdoctor.collectors.quant_range import QRANGE, dtype_name, range_evidence, representable
 from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
@@ -97,8 +98,8 @@ def test_accumulation_with_one_outstanding_step_is_both(tmp_path):
     assert origin["drop"] == pytest.approx(0.03, abs=1e-6)
     assert origin["loss_before"] == pytest.approx(0.012, abs=1e-6)
     assert origin["typical_step"] == pytest.approx(0.0004, rel=1e-3)
-    # the rows from backbone to head share no module: the template starts where it begins
-    assert origin["region"] == "backbone"
+    # the accumulation is the backbone's rows; the head's carry the step as well
+    assert origin["region"] == "backbone.block"
     assert [f["order"] for f in facts["error_kind"]] == [1]     # the step has its kind
 
 
@@ -223,7 +224,7 @@ def test_typical_step_without_each_row_is_the_median_of_the_others():
     for _ in range(200):
         steps = np.array([generator.choice([0.0, round(generator.random(), 2)])
                           for _ in range(generator.randint(1, 12))])
-        got = typical_without_each(steps)
+        got = median_without_each(steps)
         for i in range(steps.size):
             others = np.delete(steps, i)
             others = others[others > 0]
@@ -291,8 +292,11 @@ def test_zero_point_column_decides_truncation(tmp_path):
     reading, kind = zero_point_table(tmp_path / "a", 128)
     assert reading.kind == "truncation" and kind["zero_point_given"] and kind["range_placed"]
     assert kind["range_high"] == pytest.approx(12.7) and kind["clipped"]
+    # zero point 0: the range covers the baseline; what is cut is cut by the op itself
+    # (an analysis range narrower than the baseline's from clean inputs: a clamp, R4.3)
     reading, kind = zero_point_table(tmp_path / "b", 0)
-    assert reading.kind == "rounding" and kind["range_high"] == pytest.approx(25.5)
+    assert kind["range_high"] == pytest.approx(25.5) and not kind["clipped"]
+    assert kind["narrower"] and kind["inputs_clean"] and reading.kind == "truncation"
 
 
 def test_quint7_range_is_known(tmp_path):
@@ -305,23 +309,35 @@ def test_quint7_range_is_known(tmp_path):
     assert reading.kind == "rounding" and kind["covered"] == "yes"
 
 
-def test_a_narrower_analysis_range_alone_is_not_truncation(tmp_path):
-    """qscale x qmax covers the baseline |max| a hundred times: the narrower analysis
-    range is not truncation."""
+def test_a_narrower_range_from_clean_inputs_is_a_clamp(tmp_path):
+    """qscale x qmax covers the baseline |max| a hundred times, yet the output range is
+    half the baseline's while every row it reads is clean: the op clamps (R4.3)."""
     rows = clean(3) + [layer("neck.conv", 0.9, dtype="qint16", qscale=0.001, base=(-0.3, 0.3),
                              analy=(-0.15, 0.15), atol=0.006)]
     reading, facts = read(tmp_path, rows)
     kind = facts["error_kind"][0]
     assert kind["narrower"] and kind["range_ratio"] == pytest.approx(0.5)
     assert kind["room"] == pytest.approx(32.767 / 0.3) and kind["room"] > 100
-    assert reading.kind == "rounding" and not kind["clipped"]
+    assert reading.kind == "truncation" and not kind["clipped"] and kind["inputs_clean"]
+
+
+def test_a_narrower_range_after_damaged_inputs_is_not_truncation(tmp_path):
+    """The same narrowing on a step over an accumulation: the range may have come from
+    upstream, so it is no evidence of a clamp."""
+    rows = (declining("backbone.block", 0.9996, 0.0004, 30)
+            + [layer("neck.conv", 0.9, dtype="qint16", qscale=0.001, base=(-0.3, 0.3),
+                     analy=(-0.15, 0.15), atol=0.006)])
+    reading, facts = read(tmp_path, rows)
+    kind = facts["error_kind"][0]
+    assert reading.pattern == "accumulation_with_step"
+    assert kind["narrower"] and not kind["inputs_clean"] and reading.kind == "rounding"
 
 
 def test_an_unknown_dtype_is_said_to_be_unknown(tmp_path):
     case = tmp_path / "case"
     case_yaml(case)
     rows = clean(3) + [layer("head.mystery", 0.9, dtype="float32", base=(-100.0, 100.0),
-                             analy=(-1.0, 1.0), atol=1.0)]
+                             analy=(-96.0, 97.0), atol=1.0)]
     write_compare(case / "qa_convert", rows)
     report = triage_case(load_case(case), lang="en", environ={}, installed={}, cwd=case)
     kind = next(f for f in report["facts"] if f["type"] == "error_kind")

@@ -1,0 +1,95 @@
+"""layer_own_error.csv (written by qcdoctor probe beside compare_per_layer_out): each
+layer's own error, measured by running the analysis layer on the baseline's inputs
+(knowledge.md §17 R4.2). docs/probe.md lists the columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from qcdoctor.collectors.layer_graph import OwnError
+from qcdoctor.collectors.limits import TABLE_LINE_BYTES
+from qcdoctor.collectors.reasons import reason
+from qcdoctor.collectors.tables import check_columns, line_too_long
+
+OWN_ERROR_FILE = "layer_own_error.csv"
+COLUMNS = ("mod_name", "own_cosine", "own_atol", "own_qsteps", "weight_sqnr_db",
+           "weight_scheme", "weight_channel_ratio")
+_NUMBERS = ("own_cosine", "own_atol", "own_qsteps", "weight_sqnr_db", "weight_channel_ratio")
+
+
+def load_own_error(path: Path) -> tuple[dict[str, dict], list[str]]:
+    """({mod_name: its numbers}, problems); a TableRefused past the table caps, a
+    ValueError for a file that is no such table."""
+    rows: dict[str, dict] = {}
+    short: list[int] = []
+    with Path(path).open(encoding="utf-8", errors="replace", newline="") as handle:
+        header = [h.strip() for h in _cells(_line(handle, path, 1))]
+        check_columns(len(header), 1, str(path))
+        missing = [c for c in ("mod_name", "own_cosine") if c not in header]
+        if missing:
+            raise ValueError(reason("no {column} column (columns: {columns})",
+                                    column=missing[0], columns=", ".join(header[:20])))
+        where = {name: header.index(name) for name in COLUMNS if name in header}
+        number = 1
+        while True:
+            number += 1
+            line = _line(handle, path, number)
+            if not line:
+                break
+            cells = _cells(line)
+            if not any(c.strip() for c in cells):
+                continue
+            if len(cells) < len(header):
+                short.append(number)
+                continue
+            name = cells[where["mod_name"]].strip()
+            record = {"line": number}
+            for column in _NUMBERS:
+                record[column] = _number(cells[where[column]]) if column in where else math.nan
+            record["per_tensor"] = ("weight_scheme" in where and
+                                    cells[where["weight_scheme"]].strip() == "per_tensor")
+            if name and name not in rows:
+                rows[name] = record
+    problems = [reason("{count} line(s) have fewer cells than the header and were not read: "
+                       "line(s) {lines}", count=len(short),
+                       lines=", ".join(map(str, short[:10])))] if short else []
+    return rows, problems
+
+
+def _line(handle, path: Path, number: int) -> str:
+    """One line, read in a bounded block and refused past the table line cap."""
+    line = handle.readline(TABLE_LINE_BYTES + 1)
+    if len(line) > TABLE_LINE_BYTES:
+        raise line_too_long(number, str(path))
+    return line
+
+
+def _cells(line: str) -> list[str]:
+    return next(csv.reader([line]), []) if line.strip() else []
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text.strip()) if text.strip() else math.nan
+    except ValueError:
+        return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+def own_error_of(rows: dict[str, dict], names: list[str]) -> OwnError | None:
+    """The own error of each compared row (by ``names``), or None when none is known."""
+    found = [rows.get(name) for name in names]
+    if not any(found):
+        return None
+
+    def column(key: str) -> np.ndarray:
+        return np.array([r[key] if r else math.nan for r in found], dtype=float)
+    return OwnError(cosine=column("own_cosine"), qsteps=column("own_qsteps"),
+                    weight_sqnr=column("weight_sqnr_db"),
+                    per_tensor=np.array([bool(r and r["per_tensor"]) for r in found]),
+                    channel_ratio=column("weight_channel_ratio"))
