@@ -57,6 +57,7 @@ from qcdoctor.probe.layers import (
     output_scale,
     submodule,
 )
+from qcdoctor.probe.own_error import OwnTap
 from qcdoctor.probe.stats import flatten_output, pair_stats, shape_text, side_stats
 
 Key = tuple[str, int]          # (output name, how many times that name ran before)
@@ -235,6 +236,11 @@ class _Store:
         self._recent = (key, tensor)
         return tensor
 
+    def kept(self, key: Key) -> torch.Tensor | None:
+        """The copy kept in memory for ``key`` (None: held by reference, or on disk)."""
+        entry = self._ram.get(key)
+        return entry if isinstance(entry, torch.Tensor) else None
+
     def changed(self) -> list[Key]:
         """Outputs the model changed in place after they were held (not seen coming)."""
         return [key for key, held in self._ram.items()
@@ -246,6 +252,21 @@ class _Store:
         self._recent = None
         if self._dir is not None:
             self._dir.cleanup()
+
+
+def _as_they_were(entries: dict) -> dict:
+    """The baseline outputs as the baseline made them, once it has run: a held one is
+    its copy where the model was about to write it; one changed unseen is left out."""
+    values = {}
+    for key, entry in entries.items():
+        if isinstance(entry, _Held):
+            if entry.tensor is None or (entry.version is not None
+                                        and entry.tensor._version != entry.version):
+                continue
+            values[key] = entry.tensor
+        else:
+            values[key] = entry
+    return values
 
 
 def _value(entry) -> torch.Tensor | None:
@@ -315,11 +336,15 @@ class _FxTap:
     over the graph (a third of torch.fx.Interpreter's cost per node): values are freed
     after their last use, as the generated forward frees them."""
 
-    def __init__(self, gm, plan, recorder: _Recorder, keep, guard: _Guard | None):
+    def __init__(self, gm, plan, recorder: _Recorder, keep, guard: _Guard | None,
+                 own: dict | None = None):
         self.gm, self.plan, self.recorder, self.keep, self.guard = gm, plan, recorder, keep, \
             guard
         self.node_keys: dict = {}
         self.held: dict = {}                # node -> its value, held for a worker
+        # each layer's own error, measured beside the run (own_error.OwnTap)
+        self.own = None if own is None else \
+            OwnTap(plan, own["base"], own["counterpart"], self.node_keys)
 
     def run(self, *values):
         if type(self.gm.graph._codegen) is not torch.fx.graph.CodeGen:
@@ -333,6 +358,8 @@ class _FxTap:
         fetch = env.__getitem__
         nested = (tuple, list, dict, slice)
         after = self.after
+        own = self.own
+        module = None
         for node in self.gm.graph.nodes:
             op = node.op
             if op == "placeholder":
@@ -363,8 +390,12 @@ class _FxTap:
                     value = getattr(args[0], node.target)(*args[1:], **kwargs)
             env[node] = value
             after(node, value)
+            if own is not None:
+                own.after(node, value, module if op == "call_module" else None)
             for dead in last_uses.get(node, ()):
                 del env[dead]
+                if own is not None:
+                    own.forget(dead)
         return None
 
     def before_inplace(self, node, args, kwargs) -> None:
@@ -762,11 +793,13 @@ class LayerRows:
     graph: object = None                 # the analysis (else baseline) GraphModule, if any
     graph_names: dict = field(default_factory=dict)     # its node -> row name
     changed: list[str] = field(default_factory=list)    # outputs changed in place unseen
+    own_errors: list[dict] = field(default_factory=list)    # layer_own_error.csv's rows
+    own_error_partial: bool = False     # baseline outputs past the memory budget: not all
 
 
 def _run(model: nn.Module, args: tuple, kwargs: dict, recorder: _Recorder, keep, *,
          quantized: bool, inputs: bool, plan=None, guard: _Guard | None = None,
-         attributes: tuple = ()):
+         attributes: tuple = (), own: dict | None = None):
     """One forward of ``model`` with its outputs reported; returns the model's output."""
     if plan is not None:
         values = _placeholder_args(model, args, kwargs)
@@ -776,7 +809,12 @@ def _run(model: nn.Module, args: tuple, kwargs: dict, recorder: _Recorder, keep,
                 # an input is compared only where the analysis model quantizes it
                 plan.layers = {n: layer for n, layer in plan.layers.items()
                                if not layer.is_input or n in plan.observed}
-            return _FxTap(model, plan, recorder, keep, guard).run(*values)
+            tap = _FxTap(model, plan, recorder, keep, guard, own)
+            try:
+                return tap.run(*values)
+            finally:
+                if tap.own is not None:
+                    own["records"] = tap.own.records
     tap = _EagerTap(model, recorder, keep, quantized=quantized, guard=guard)
     if inputs:
         tap.inputs(args, kwargs)
@@ -809,6 +847,10 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
              for m in (baseline, analysis)]
     traced = plans[1] is not None and _placeholder_args(analysis, args, kwargs) is not None
     maker = _RowMaker(copy=not traced)
+    # each layer's own error needs the baseline's outputs while the analysis model runs
+    # (a traced analysis model: its nodes say what each layer reads)
+    own = {"base": {}, "counterpart": {}, "bytes": 0, "budget": _ram_budget(),
+           "partial": False, "records": []} if traced else None
     # baseline outputs are measured in their rows, once the baseline is done: no reader
     # while the baseline runs (nor for outputs no row compares)
     base_guard = _Guard()
@@ -826,7 +868,16 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
 
     def on_base(key, layer, tensor, sig, _producer) -> None:
         base[key] = _BaseOutput(layer, None, sig, base_recorder.chains.get(key))
-        store.put(key, tensor)
+        held = store.put(key, tensor)
+        if own is not None and key[1] == 0:
+            # the store's own entry: copied before the baseline writes it in place
+            entry = held if held is not None else store.kept(key)
+            size = tensor.numel() * tensor.element_size()
+            if entry is not None and own["bytes"] + size <= own["budget"]:
+                own["base"][key] = entry
+                own["bytes"] += size
+            else:
+                own["partial"] = True
         if sig is not None:
             before = by_sig.get(sig)
             by_sig[sig] = key
@@ -865,6 +916,8 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
             return
         used.add(target)
         row_of[key] = (len(names), target)
+        if own is not None and how != INTERMEDIATE:
+            own["counterpart"][key] = target
         held = maker.add(_row, (key[0], target[0], base[target], layer,
                                 reference.to(tensor.device), tensor, how), 5)
         names.append(key[0])
@@ -883,16 +936,22 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
                      attributes=_attributes(plans[1])))
         base_guard.clear()
         result.changed = [key[0] for key in store.changed()]
+        if own is not None:
+            own["base"] = _as_they_were(own["base"])
         with torch.inference_mode(), _running("analysis"):
             result.analysis_outputs = flatten_output(
                 _run(analysis, args, kwargs, analysis_recorder, keep_analysis, quantized=True,
-                     inputs=False, plan=plans[1]))
+                     inputs=False, plan=plans[1], own=own))
         result.rows = maker.rows()
         result.changed += maker.changed
     finally:
         maker.close()
         store.close()
     _leftovers(result, base, used)
+    if own is not None:
+        result.own_errors = own["records"]
+        result.own_error_partial = own["partial"]
+        own["base"].clear()
     for model, plan in ((analysis, plans[1]), (baseline, plans[0])):
         if plan is not None:
             result.graph = model

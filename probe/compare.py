@@ -588,6 +588,9 @@ def _stage(staging: Path, layers: LayerRows, tables: dict, metric: str) -> list[
         from qcdoctor.probe.fxgraph import write_fx_graph
         paths.append(write_fx_graph(staging / "fx_graph.txt", layers.graph,
                                     layers.graph_names))
+    if layers.own_errors:
+        from qcdoctor.probe.own_error import write_own_error
+        paths.append(write_own_error(staging, layers.own_errors))
     for name, rows in tables.items():
         for fmt in ("txt", "pt"):
             paths.append(write_sensitivity(staging, rows, output=name, metric=metric,

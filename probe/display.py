@@ -11,7 +11,7 @@ from pathlib import Path
 def probe_html(result, lang: str | None = None) -> str:
     """A self-contained HTML fragment: a summary line, the error origin when the layer
     reading finds one, and the per-layer chart (SVG, no script, no network)."""
-    from qcdoctor.collectors.compare_layers import load_compare, read_layers
+    from qcdoctor.collectors.compare_layers import read_folder
     from qcdoctor.collectors.series import layer_series
     from qcdoctor.engine.reports.locale_language import locale_language
     from qcdoctor.engine.reports.plots import layer_curve
@@ -22,8 +22,7 @@ def probe_html(result, lang: str | None = None) -> str:
     parts = [f"<p>{html.escape(visible(_summary(result, words, lang)))}</p>"]
     table = Path(result.out_dir) / "compare_per_layer_out.csv"
     if result.compared and table.is_file():
-        layers = load_compare(table)
-        reading = read_layers(layers)
+        layers, reading = read_folder(table)
         series = visible_data(layer_series(layers, reading, Path(result.out_dir).name,
                                            table.name))
         if series["points"]:

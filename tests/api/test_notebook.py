@@ -114,6 +114,13 @@ def test_the_example_notebook_runs_in_a_kernel(tmp_path):
     assert first.count("<svg") < probe.count("<svg")
     assert 'class="plot" id="plot-layers' in probe and 'id="plot-sensitivity' in probe
     assert "features.stage2.unit1.identity_conv.conv" in probe
+    # read along the probe's graph with each layer's own error: one origin at the conv
+    # whose scale is a hundred times too small, truncation, no accumulation (R4.1-R4.3)
+    listed = next(o["data"]["text/plain"] for o in outputs
+                  if o.get("data", {}).get("text/plain", "").startswith("[("))
+    assert "LY019" in listed and ("LY030" in listed or "LY034" in listed), listed
+    assert not {"LY011", "LY016", "LY017"} & set(re.findall(r"LY\d+", listed)), listed
+    assert "layer_own_error.csv" in {p.name for p in (work / "python_api_case" / "qa_probe").iterdir()}
     last = code[-1].outputs[-1]
     assert last["data"]["text/plain"] == "'calibration'"
     case = work / "python_api_case"
