@@ -326,6 +326,11 @@ def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
                             f"{prefix}_removed": trial["error_removed"]})
             if prefix != "float":
                 summary[f"{prefix}_fix"] = trial["fix"]
+    # only where the budget did end the search is it the reason (R4.4)
+    summary["budget_spent"] = content["forwards"] >= content["budget"] or any(
+        str(note).startswith("budget_spent") for note in content["notes"])
+    summary["float_best"] = upper is not None and (
+        best is None or upper["error_removed"] >= best["error_removed"])
     if best is not None:
         summary["best_layers"] = _names(best["layers"])
     if single is not None:

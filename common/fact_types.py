@@ -302,6 +302,8 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                    "reached": _b(),
                    "float_tried": _b(), "float_layers": _s(default=""), "float_after": _f(),
                    "float_removed": _f(),
+                   # the budget ended the search; float removed the most (R4.4)
+                   "budget_spent": _b(), "float_best": _b(),
                    # the file's caveats: measured on one input; in fake quantization only
                    "one_input": _b(), "fake_quant_only": _b()},
     "deploy_branch_hint": {"node": _s(default=""), "target": _s(default="")},

@@ -68,8 +68,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from qcdoctor.collectors.compare_layers import load_compare, numeric_column, read_layers
-from qcdoctor.collectors.layer_curve import cosine_steps
+from qcdoctor.collectors.compare_layers import read_folder
 from qcdoctor.collectors.thresholds import DEFAULT
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.probe.quantizers import QParams, Quantizer, QuantizerAdapter
@@ -644,21 +643,19 @@ def _base_ranges(rows: list[dict]) -> dict[str, tuple[float, float]]:
 
 
 def _reading(path: Path) -> tuple[list[str], dict[str, float]]:
-    """(the layers the collectors' reading names as sources, each row's Cosine step by
-    layer): the origin, a second source, the row of the largest step."""
-    layers = load_compare(path)
+    """(the layers the collectors' reading names as sources, each row's Cosine step below
+    the rows it reads, by layer): the origin, a second source, the row of the largest
+    step."""
+    layers, reading = read_folder(path)
     frame = layers.frame
-    reading = read_layers(layers)
     names = [str(n).strip() for n in frame["mod_name"]] if "mod_name" in frame else []
     sources = []
     for position in (reading.origin, reading.second, reading.curve.get("largest")):
         if position is not None and names and names[position] not in sources:
             sources.append(names[position])
     steps: dict[str, float] = {}
-    if names:
-        per_row, _ = cosine_steps(numeric_column(frame, "cosine"))
-        for name, step in zip(names, per_row, strict=True):
-            steps[name] = max(steps.get(name, 0.0), float(step))
+    for name, step in zip(names, reading.steps, strict=True):
+        steps[name] = max(steps.get(name, 0.0), float(step))
     return sources, steps
 
 

@@ -106,12 +106,24 @@ class TorchAoAdapter:
         return read_qparams(quantizer.module)
 
     def swap(self, model: nn.Module, name: str, module: nn.Module) -> nn.Module:
-        """Put ``module`` at the qualified ``name`` of ``model``; returns what was there."""
-        parent_name, _, attr = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        previous = getattr(parent, attr)
-        setattr(parent, attr, module)
+        """Put ``module`` at the qualified ``name`` of ``model`` and at every other name
+        the module there is reached by (an FX-prepared pooling, view or flatten reuses its
+        input's fake quant under a name of its own); returns what was there."""
+        previous = model.get_submodule(name)
+        for alias in aliases(model, name, previous):
+            parent_name, _, attr = alias.rpartition(".")
+            parent = model.get_submodule(parent_name) if parent_name else model
+            setattr(parent, attr, module)
         return previous
+
+
+def aliases(model: nn.Module, name: str, module: nn.Module) -> list[str]:
+    """Every qualified name of ``model`` at which ``module`` sits, ``name`` first."""
+    found = [name]
+    for other, child in model.named_modules(remove_duplicate=False):
+        if child is module and other != name and other not in found:
+            found.append(other)
+    return found
 
 
 # integer range of a dtype, for a quantizer that states only its dtype

@@ -94,7 +94,8 @@ def test_accumulation_measured_applies_the_greedy_set(tmp_path, lang):
 def test_a_search_that_fell_short_proposes_nothing_measured(tmp_path, lang):
     report = triage(build_fix_case(tmp_path, "not_reached"), lang)
     found = findings(report)
-    assert set(found) == {"FX012"}
+    # the budget ended the search (200 of 200), and float measured best: both are said
+    assert set(found) == {"FX012", "FX016", "FX017"}
     text = found["FX012"]
     assert "200 / 200" in text if lang == "zh" else "200 of 200 forward passes" in text
     assert "44.4%" in text and "55.6%" in text           # the best remedy, the float bound
@@ -107,8 +108,24 @@ def test_without_a_float_trial_nothing_bounds_the_search(tmp_path):
     doc = fix_doc("not_reached")
     doc["trials"] = [t for t in doc["trials"] if t["fix"] != "float"]
     report = triage(build_fix_case(tmp_path, "not_reached", doc=doc))
-    assert set(findings(report)) == {"FX013"}
+    assert set(findings(report)) == {"FX013", "FX016"}
     assert "No float trial ran" in findings(report)["FX013"]
+
+
+def test_a_search_that_ended_on_its_own_says_no_budget_and_no_upper_bound(tmp_path):
+    """Every candidate tried before the budget ran out, float removing less than the best
+    remedy: no word of a budget, nor of float as the upper bound (knowledge.md R4.4)."""
+    doc = fix_doc("not_reached")
+    doc["forwards"] = 84
+    doc["notes"] = [n for n in doc.get("notes") or [] if not str(n).startswith("budget_spent")]
+    best = max(t["error_removed"] for t in doc["trials"] if t["fix"] != "float")
+    for trial in doc["trials"]:
+        if trial["fix"] == "float":
+            trial["error_removed"] = best / 2
+    report = triage(build_fix_case(tmp_path, "not_reached", doc=doc))
+    found = findings(report)
+    assert set(found) == {"FX012"}
+    assert "within its budget" not in found["FX012"] and "upper bound" not in found["FX012"]
 
 
 def test_a_search_that_ran_no_trial(tmp_path):
