@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 from qcdoctor.collectors.case_file import Case
 from qcdoctor.collectors.files import ArtifactRefused, CaseFiles
@@ -35,7 +37,7 @@ def collect_dumps(case: Case, trust_pickles: bool = False, progress=None,
         except ArtifactRefused:
             continue
         except QcdoctorError as exc:
-            facts.append(artifact_problem(source, _first_line(exc), False,
+            facts.append(artifact_problem(source, _first_line(exc, case.folder), False,
                                           case.source("artifacts.dumps")))
             continue
         compared = [r for r in results if "missing" not in r and not r["shape_mismatch"]]
@@ -61,8 +63,15 @@ def _finite(value) -> float:
     return float(value) if value is not None and math.isfinite(value) else 0.0
 
 
-def _first_line(exc: QcdoctorError) -> Reason:
-    """The error's first line (the file it is about, then why), in both languages."""
+def _first_line(exc: QcdoctorError, folder: Path | None = None) -> Reason:
+    """The error's first line (the file it is about, then why), in both languages; a file
+    in the case folder named relative to it (the report names the case's files so, and a
+    long temporary folder never pushes the reason out)."""
+    path = getattr(exc, "path", None)
+    if folder is not None and path and os.path.abspath(path).startswith(
+            os.path.abspath(folder) + os.sep):
+        where = os.path.relpath(path, folder) + (f":{exc.line}" if exc.line else "")
+        return Reason(f"{where}: {exc.problem}", f"{where}: {zh(exc.problem)}")
     first = exc.render().splitlines()[0]
     problem = str(exc.problem)
     if problem and first.endswith(problem):

@@ -26,6 +26,7 @@ class QcdoctorError(Exception):
     def __init__(self, problem: str, *, file: str | None = None, line: int | None = None,
                  key: str | None = None, fix: str | None = None):
         self.problem = shorten(problem)
+        self.path = file                # whole, for a reader that shows it relative
         self.file = shorten(file) if file else file
         self.line = line
         self.key = shorten(key) if key else key

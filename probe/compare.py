@@ -511,12 +511,12 @@ def _refuse_foreign_entries(manifest: Path, listed: list) -> None:
         return
     entry, why = bad[0]
     more = f" ({len(bad) - 1} more entries like it)" if len(bad) > 1 else ""
-    raise QcdoctorError(f"lists {entry!r}: {why}{more}; qcdoctor probe replaces or removes "
-                        f"only the files it writes, by their names, directly in its folder",
-                        file=str(manifest), key="files",
-                        fix="remove the entry from probe_run.yaml (or probe_run.yaml itself, "
-                            "if the folder is no probe output of yours), or give a new or "
-                            "empty output folder")
+    # what is wrong first: a long entry is cut in its middle, never the reason
+    raise QcdoctorError(f"{why}{more}, listed: {entry!r}", file=str(manifest), key="files",
+                        fix="qcdoctor probe replaces or removes only the files it writes, by "
+                            "their names, directly in its folder: remove the entry from "
+                            "probe_run.yaml (or probe_run.yaml itself, if the folder is no "
+                            "probe output of yours), or give a new or empty output folder")
 
 
 def _entry_problem(folder: Path, entry) -> str | None:

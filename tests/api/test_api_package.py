@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 
 import pytest
@@ -19,8 +20,9 @@ from tests.paths import REPO
 def _modules_after(code: str) -> set[str]:
     """The modules a fresh interpreter has loaded after running ``code``."""
     probe = (f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True, timeout=300, cwd=REPO.parent)
+    with tempfile.TemporaryDirectory() as empty:    # no folder there to shadow a package
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              check=True, timeout=300, cwd=empty)
     return set(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -30,9 +32,10 @@ def _loaded(modules: set[str], names) -> list[str]:
 
 def _imported(code: str) -> set[str]:
     """The modules ``python -X importtime -c code`` reports importing."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", code],
-                          capture_output=True, text=True, check=True, timeout=300,
-                          cwd=REPO.parent)
+    with tempfile.TemporaryDirectory() as empty:    # no folder there to shadow a package
+        done = subprocess.run([sys.executable, "-X", "importtime", "-c", code],
+                              capture_output=True, text=True, check=True, timeout=300,
+                              cwd=empty)
     return {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
             if line.startswith("import time:") and not line.endswith("| package")}
 

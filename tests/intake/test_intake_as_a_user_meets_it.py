@@ -164,7 +164,12 @@ def test_help_on_a_menu_adds_to_the_question_and_repeats_none_of_its_lines(tmp_p
     assert shown.count(why) == 1 and not any("exists only for J6E/J6M" in line
                                              for line in shown if line != why)
     assert any(line.startswith("Answers: ") and "1-8" in line for line in shown)
-    assert len(shown) == len(set(shown)), shown                # no line shown twice
+    # no line of the question shown twice (the case folder's path before it may wrap into
+    # lines that look alike, whatever the temporary folder is called)
+    asked = [line for line in shown[next(i for i, line in enumerate(shown)
+                                         if "Which chip" in line):]
+             if line not in str(folder.resolve())]     # a piece of the wrapped path
+    assert len(asked) == len(set(asked)), [line for line in set(asked) if asked.count(line) > 1]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -136,7 +136,8 @@ def test_the_cli_refuses_a_manifest_reaching_outside_with_exit_2(tmp_path, monke
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and "internal error" not in err
     assert "boom" not in err
-    assert "probe_run.yaml" in err and str(victim) in err and "fix:" in err
+    # the entry by its name (a long temporary folder may be cut from the middle of it)
+    assert "probe_run.yaml" in err and victim.name in err and "fix:" in err
     assert tree(tmp_path) == before
 
 
