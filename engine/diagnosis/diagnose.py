@@ -35,6 +35,8 @@ _NEEDS_RETRAINING = {"zh": "【需要重新训练（QAT）】", "en": "[needs re
 _CANNOT_RETRAIN = {"zh": "【需要重新训练：你已说明不能重训】",
                    "en": "[needs retraining: you said you cannot retrain] "}
 _LIST = {"zh": "；", "en": "; "}      # what several finer checks need, one after the other
+# a remedy read from the tables, beside one the probe measured (knowledge.md R4.4)
+_NOT_MEASURED = {"zh": "【未实测】", "en": "[not measured] "}
 
 
 def run_rules(facts: list[dict], runner: RuleRunner | None = None) -> list[Hit]:
@@ -148,12 +150,16 @@ def _order_actions(actions: list[dict], facts: list[dict], lang: str) -> None:
     by cost class, then by measured effect (the remedy that removed more of the output error
     first; unmeasured actions have none), then (the sort is stable) by rule priority. A
     remedy that needs QAT says so, and keeps its cost class (the last) when the user said
-    they cannot retrain (R3.7)."""
+    they cannot retrain (R3.7); beside a measured remedy, one read from the tables is
+    labelled as not measured (R4.4)."""
     cannot_retrain = any(f["type"] == "case" and f.get("retrain") == "no" for f in facts)
     label = (_CANNOT_RETRAIN if cannot_retrain else _NEEDS_RETRAINING)[lang]
+    measured = any(action.get("rank") == "measured" for action in actions)
     keys = {}
     for action in actions:
         rank = action.pop("rank", None)          # ordering only: not part of the report
+        if measured and rank == "located":       # the measured remedy leads; this one follows
+            action["text"] = _NOT_MEASURED[lang] + action["text"]
         # a measured remedy's share of the output error removed: the larger first
         effect = _effect(action.pop("effect", None))
         if action["cost"] == "retrain":

@@ -59,6 +59,10 @@ def test_single_source_measured(tmp_path, lang):
                                                             "retrain")
     rules = [a["rule"] for a in report["next_actions"]]
     assert rules.index("FX030") < rules.index("LY031") and "AN010" in rules
+    # the inferred remedy follows, said to be not measured (R4.4)
+    inferred = report["next_actions"][rules.index("LY031")]
+    label = "[not measured] " if lang == "en" else "【未实测】"
+    assert label in inferred["text"][:50] and label not in first["text"]
     assert "effect" not in first and "rank" not in first        # ordering keys only
     assert literal(first["code"], "measured_layers") == [SINGLE_LAYER]
     assert "measured = {name: qint16 for name in measured_layers}" in first["code"]
