@@ -252,7 +252,7 @@ def _reading_numbers(frame: pd.DataFrame, rows: np.ndarray, reading, worst: int,
     names = _texts(frame, "mod_name", rows)
     read = edges.inputs_of(origin) if origin is not None else []
     inputs = [names[i] for i in read]
-    own_at = origin if origin is not None else None
+    own_at = origin
     region_rows = _region_rows(reading, cos, left_out, edges, limits) if accumulating else []
     known_q = qsteps[~np.isnan(qsteps) & ~left_out]
     return {"fired": reading.fired[0] if reading.fired else "none",

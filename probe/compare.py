@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from qcdoctor.atomic import existing_mode, put_in_place
+from qcdoctor.collectors.own_error import OWN_ERROR_FILE
 from qcdoctor.collectors.qa_files import FIX_TRIALS, PROBE_MANIFEST, load_probe_manifest
 from qcdoctor.collectors.qa_writers import LAYOUTS, ROW_KEYS, write_sensitivity
 from qcdoctor.engine.api.interrupts import HeldInterrupts
@@ -61,7 +62,7 @@ MANIFEST_ITEMS = 500                   # names listed per list of probe_run.yaml
 # besides the sensitivity tables (_SENSITIVITY_FILE): only files of these names are ever
 # replaced or removed there; a new file of the probe gets its name here
 PROBE_FILES = frozenset({"compare_per_layer_out.csv", "compare_per_layer_out.txt",
-                         "fx_graph.txt", "layer_own_error.csv", FIX_TRIALS, PROBE_MANIFEST})
+                         "fx_graph.txt", OWN_ERROR_FILE, FIX_TRIALS, PROBE_MANIFEST})
 _SENSITIVITY_FILE = re.compile(r"output_(?P<output>.+)_(?P<metric>" + "|".join(METRICS)
                                + r")_sensitive_ops\.(?:txt|pt)", re.DOTALL)
 _TEMPORARY = ".qcdoctor-"              # a temporary file's or folder's name starts so
@@ -334,6 +335,11 @@ def _result(out: Path, layers: LayerRows, tables: dict) -> ProbeResult:
                          fused_intermediates=layers.fused_intermediates,
                          absorbed=layers.absorbed, compared=compared, matched_share=share)
     result.changed_in_place = list(layers.changed)
+    if layers.own_error_partial:
+        result.warnings.append(
+            "the baseline's layer outputs passed the memory budget kept for the layers' own "
+            "error: layer_own_error.csv holds only the layers before that point (the reading "
+            "falls back to the graph for the rest); probe a smaller input to measure them all")
     if layers.changed:
         result.warnings.append(
             f"{len(layers.changed)} layer output(s) were changed in place by the model before "

@@ -27,12 +27,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from qcdoctor.collectors.own_error import COLUMNS, OWN_ERROR_FILE  # as triage reads them
 from qcdoctor.probe.stats import pair_stats
-
-OWN_ERROR_FILE = "layer_own_error.csv"
-COLUMNS = ("mod_name", "own_cosine", "own_atol", "own_qsteps", "weight_sqnr_db",
-           "weight_scheme", "weight_channel_ratio")
-
 
 _WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 

@@ -8,6 +8,7 @@ import math
 import pytest
 
 torch = pytest.importorskip("torch")
+yaml = pytest.importorskip("yaml")
 
 from torch import nn  # noqa: E402
 
@@ -218,8 +219,13 @@ def test_a_second_run_replaces_the_first(tmp_path):
     compare_models(base, qat, EXAMPLE, out, names=["a", "b"])
     compare_models(base, qat, EXAMPLE, out, names=["c", "d"], metric="Cosine")
     names = sorted(p.name for p in out.iterdir())
-    assert "output_a_L1_sensitive_ops.txt" not in names
-    assert "output_c_Cosine_sensitive_ops.txt" in names
+    # exactly the second run's files, each listed in its manifest (the first run's gone)
+    assert names == ["compare_per_layer_out.csv", "compare_per_layer_out.txt",
+                     "output_c_Cosine_sensitive_ops.pt", "output_c_Cosine_sensitive_ops.txt",
+                     "output_d_Cosine_sensitive_ops.pt", "output_d_Cosine_sensitive_ops.txt",
+                     "probe_run.yaml"]
+    listed = yaml.safe_load((out / "probe_run.yaml").read_text(encoding="utf-8"))["files"]
+    assert sorted(listed + ["probe_run.yaml"]) == names
     rows = load_sensitivity(out / "output_c_Cosine_sensitive_ops.txt").rows
     assert [r.value for r in rows] == sorted(r.value for r in rows)       # worst first
 

@@ -157,20 +157,6 @@ def test_a_hard_link_in_the_folder_is_replaced_not_written_through(tmp_path):
     assert load_compare(out / "compare_per_layer_out.csv").frame["mod_name"].size == 6
 
 
-def test_a_rerun_replaces_only_the_earlier_runs_files(tmp_path):
-    base, qat = models()
-    out = tmp_path / "p"
-    compare_models(base, qat, EXAMPLE, out, names=["a", "b"])
-    compare_models(base, qat, EXAMPLE, out, names=["c", "d"], metric="MSE")
-    names = sorted(p.name for p in out.iterdir())
-    assert names == ["compare_per_layer_out.csv", "compare_per_layer_out.txt",
-                     "output_c_MSE_sensitive_ops.pt", "output_c_MSE_sensitive_ops.txt",
-                     "output_d_MSE_sensitive_ops.pt", "output_d_MSE_sensitive_ops.txt",
-                     "probe_run.yaml"]
-    listed = yaml.safe_load((out / "probe_run.yaml").read_text(encoding="utf-8"))["files"]
-    assert sorted(listed + ["probe_run.yaml"]) == names
-
-
 @pytest.mark.parametrize("failure", [OSError(28, "No space left on device"),
                                      KeyboardInterrupt()])
 def test_a_failure_while_writing_leaves_the_folder_as_it_was(tmp_path, monkeypatch, failure):
