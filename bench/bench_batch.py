@@ -68,7 +68,7 @@ def main() -> int:
             return call
         results = []
         # --jobs 1 and 2 in turns, so the speed-up is not a matter of when each block ran
-        one, two = interleaved(batch(1), batch(2), RUNS)
+        one, two = interleaved(batch(1), batch(2), runs=RUNS)
         ratio = (CASES / one[1]) / rate
         results.append(ratio >= 0.5)
         print(f"batch --jobs 1: min {one[0]:.2f} s, median {one[1]:.2f} s ="

@@ -30,16 +30,16 @@ def min_median(values: list[float]) -> tuple[float, float]:
     return min(values), statistics.median(values)
 
 
-def interleaved(first, second, runs: int = 7) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(min, median) of each of two calls, measured in turns so that both see the same
-    load on a busy machine."""
-    a, b = [], []
+def interleaved(*calls, runs: int = 7) -> tuple[tuple[float, float], ...]:
+    """(min, median) of each call, measured in turns so that all see the same load on a
+    busy machine."""
+    measured: list[list[float]] = [[] for _ in calls]
     for _ in range(runs):
-        for fn, out in ((first, a), (second, b)):
+        for fn, out in zip(calls, measured, strict=True):
             start = time.perf_counter()
             fn()
             out.append(time.perf_counter() - start)
-    return min_median(a), min_median(b)
+    return tuple(min_median(values) for values in measured)
 
 
 def byte_compiled() -> int:

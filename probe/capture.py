@@ -814,6 +814,7 @@ def _run(model: nn.Module, args: tuple, kwargs: dict, recorder: _Recorder, keep,
                 return tap.run(*values)
             finally:
                 if tap.own is not None:
+                    tap.own.close()
                     own["records"] = tap.own.records
     tap = _EagerTap(model, recorder, keep, quantized=quantized, guard=guard)
     if inputs:
@@ -838,6 +839,11 @@ def _wanted_pass_through(plan) -> set[str]:
             if n in plan.layers and plan.layers[n].kind in PASS_THROUGH}
 
 
+# the own error is measured wherever the analysis model is traced (bench/bench_probe.py
+# switches it off to price it)
+MEASURE_OWN_ERROR = True
+
+
 def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
                    kwargs: dict) -> LayerRows:
     """Rows in the analysis model's execution order, and both models' outputs."""
@@ -850,7 +856,7 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
     # each layer's own error needs the baseline's outputs while the analysis model runs
     # (a traced analysis model: its nodes say what each layer reads)
     own = {"base": {}, "counterpart": {}, "bytes": 0, "budget": _ram_budget(),
-           "partial": False, "records": []} if traced else None
+           "partial": False, "records": []} if traced and MEASURE_OWN_ERROR else None
     # baseline outputs are measured in their rows, once the baseline is done: no reader
     # while the baseline runs (nor for outputs no row compares)
     base_guard = _Guard()

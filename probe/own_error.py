@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.ao.quantization import FakeQuantize, FusedMovingAvgObsFakeQuantize
 
 from qcdoctor.collectors.own_error import COLUMNS, OWN_ERROR_FILE  # as triage reads them
 from qcdoctor.probe.stats import pair_stats
@@ -137,6 +138,57 @@ def _cell(value) -> str:
     return str(value)
 
 
+class _WeightMemo:
+    """A layer's shadow call replays the fake-quantized weight its analysis call made a
+    moment before: weight fake quant is about half of a QAT forward, and the own error may
+    cost one more forward, no more. Between the two calls nothing runs, and the model is in
+    eval mode with its observers frozen, so the weight (a fused BN folded in) is quantized
+    to the same values. Each weight quantizer's ``forward`` is wrapped for the run
+    (``close`` puts it back on every exit path); one that has a forward of its own is left
+    alone, and a call whose input differs in shape from the recorded one is computed."""
+
+    def __init__(self, modules):
+        self.wrapped: list[nn.Module] = []
+        self.replaying = False
+        self.made: dict[int, list] = {}     # quantizer id -> [(input shape, output), ...]
+        for module in modules:
+            quantizer = getattr(module, "weight_fake_quant", None)
+            if isinstance(quantizer, nn.Module) and "forward" not in quantizer.__dict__ \
+                    and quantizer not in self.wrapped:
+                quantizer.forward = self._memoized(id(quantizer), quantizer.forward)
+                self.wrapped.append(quantizer)
+
+    def _memoized(self, key: int, forward):
+        def memoized(x, *rest, **kwargs):
+            made = self.made.get(key)
+            if self.replaying and made and not rest and not kwargs and \
+                    isinstance(x, torch.Tensor) and made[0][0] == x.shape:
+                return made.pop(0)[1]
+            out = forward(x, *rest, **kwargs)
+            if not self.replaying and isinstance(x, torch.Tensor):
+                self.made.setdefault(key, []).append((x.shape, out))
+            return out
+        return memoized
+
+    def replay(self, module, call):
+        """``call()`` (the shadow call of ``module``) with its weight quantizer replaying;
+        what the analysis call made is dropped after it."""
+        quantizer = getattr(module, "weight_fake_quant", None)
+        if quantizer is None or id(quantizer) not in self.made:
+            return call()
+        self.replaying = True
+        try:
+            return call()
+        finally:
+            self.replaying = False
+            self.made.pop(id(quantizer), None)
+
+    def close(self) -> None:
+        self.made.clear()
+        while self.wrapped:
+            self.wrapped.pop().__dict__.pop("forward", None)
+
+
 class OwnTap:
     """The own error of each layer of a traced analysis model, measured as it runs
     (``capture._FxTap``): every node is also run in a *shadow* world where each compared
@@ -156,6 +208,7 @@ class OwnTap:
         self.pending: dict = {}             # row node -> its own output before quantization
         self.records: list[dict] = []
         self.seen: set = set()
+        self.weights = _WeightMemo(plan.modules.values())
 
     def base_of(self, node):
         """The baseline's value of the row ``node`` reports (through its quantizer)."""
@@ -176,7 +229,9 @@ class OwnTap:
         if source is not None:              # a quantizer: its row's own output goes through it
             own = self.pending.pop(source, None)
             if own is not None:
-                quantized = _call(node, module, (own,), {})
+                quantized = fake_quant(module, own)
+                if quantized is None:
+                    quantized = _call(node, module, (own,), {})
                 self._measure(source, quantized if quantized is not None else own)
             reported = self.base_of(node)
             self.shadow[node] = reported if reported is not None else value
@@ -185,7 +240,8 @@ class OwnTap:
         kwargs = torch.fx.node.map_arg(node.kwargs, self._read) if node.kwargs else {}
         if node in plan.inplace:            # never written into a baseline value
             args = _cloned(args)
-        own = _call(node, module, args, kwargs)
+        own = self.weights.replay(module, lambda: _call(node, module, args, kwargs)) \
+            if module is not None else _call(node, module, args, kwargs)
         is_row = node in plan.layers
         if is_row and own is not None:
             if node in plan.observed:
@@ -195,6 +251,9 @@ class OwnTap:
         reported = self.base_of(node) if is_row and node not in plan.observed else None
         self.shadow[node] = reported if reported is not None else \
             (own if own is not None else value)
+
+    def close(self) -> None:
+        self.weights.close()
 
     def forget(self, node) -> None:
         self.shadow.pop(node, None)
@@ -224,6 +283,34 @@ class OwnTap:
             if module is not None:
                 record.update(weight_error(module))
         self.records.append(record)
+
+
+_PLAIN_FAKE_QUANTS = (FakeQuantize, FusedMovingAvgObsFakeQuantize)
+
+
+def fake_quant(quantizer, x):
+    """torch.ao's per-tensor fake quant of ``x`` by a frozen ``quantizer``, in four
+    in-place passes: the fused op also writes a mask and costs about four times as much,
+    and the shadow run quantizes every row's own output once more. The same float32
+    arithmetic as torch's kernel (``x * (1/scale)`` rounded half to even, plus the zero
+    point, clamped, minus it, times the scale), so the same values. None: another kind of
+    quantizer (its own call decides), per channel, not a float tensor, or fake quant off."""
+    if type(quantizer) not in _PLAIN_FAKE_QUANTS or not isinstance(x, torch.Tensor) or \
+            x.dtype != torch.float32 or quantizer.is_per_channel:
+        return None
+    scale, zero = quantizer.scale, quantizer.zero_point
+    if scale.numel() != 1 or zero.numel() != 1 or not bool(quantizer.fake_quant_enabled[0]) \
+            or bool(quantizer.observer_enabled[0]):
+        return None
+    inverse = float(1.0 / scale.to(torch.float32))      # float32, as the kernel's 1.0f/scale
+    zero_point = int(zero)
+    out = torch.mul(x, inverse).round_()
+    if zero_point:
+        out.add_(zero_point)
+    out.clamp_(quantizer.quant_min, quantizer.quant_max)
+    if zero_point:
+        out.sub_(zero_point)
+    return out.mul_(float(scale))
 
 
 def _call(node, module, args, kwargs):
