@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 import numpy as np
 
@@ -183,18 +182,19 @@ def graph_edges(graph, names: list[str]) -> Edges | None:
 
 def postprocess_rows(names: list[str], op_types: list[str], dtypes: list[str]) -> np.ndarray:
     """Rows of ops that pick, sort or compare (integer or index outputs). Each distinct
-    last name part, op type and dtype is tested once (tables repeat them)."""
-    @lru_cache(maxsize=None)
-    def name_says(last: str) -> bool:
-        return bool(_POSTPROCESS.search(last))
-
-    @lru_cache(maxsize=None)
-    def type_says(op: str, dtype: str) -> bool:
-        return bool((op and _POSTPROCESS_TYPES.search(op)) or
-                    (dtype and _INTEGER_DTYPE.fullmatch(dtype.strip())))
-    return np.fromiter((name_says(name.rpartition(".")[2]) or type_says(op, dtype)
-                        for name, op, dtype in zip(names, op_types, dtypes, strict=True)),
-                       dtype=bool, count=len(names))
+    last name part and (op type, dtype) pair is tested once (tables repeat them), and rows
+    are looked at one by one only when one of them says so."""
+    lasts = [name.rpartition(".")[2] for name in names]
+    named = {last for last in set(lasts) if _POSTPROCESS.search(last)}
+    flags = np.fromiter((last in named for last in lasts), dtype=bool, count=len(names)) \
+        if named else np.zeros(len(names), dtype=bool)
+    pairs = list(zip(op_types, dtypes, strict=True))
+    typed = {(op, dtype) for op, dtype in set(pairs)
+             if (op and _POSTPROCESS_TYPES.search(op)) or
+             (dtype and _INTEGER_DTYPE.fullmatch(dtype.strip()))}
+    if typed:
+        flags |= np.fromiter((pair in typed for pair in pairs), dtype=bool, count=len(names))
+    return flags
 
 
 # -- the reading ------------------------------------------------------------------------
@@ -213,6 +213,13 @@ class _Rows:
     cos_in_known: np.ndarray    # bool: some row read has a Cosine
     by_graph: bool
     own: OwnError | None
+    # what no threshold changes, computed once for the margin's readings
+    step: np.ndarray            # the Cosine a row loses against the lowest it reads
+    typical: np.ndarray         # per row, the median of the other rows' steps
+    largest_other: np.ndarray   # per row, the largest of the other rows' steps
+    own_decides: np.ndarray     # bool: the row's own error is measured
+    own_loss: np.ndarray        # 1 - own Cosine where measured, else 0
+    own_high: np.ndarray        # per row, the others' own losses' OWN_HIGH quantile
     reached: dict = field(default_factory=dict)    # sources -> the rows reading them
 
 
@@ -230,8 +237,19 @@ def _rows(cos, qsteps, edges: Edges, own: OwnError | None) -> _Rows:
     high = np.full(count, -np.inf)
     np.maximum.at(high, reader, np.where(np.isnan(read_q), -np.inf, read_q))
     q_in = np.where(np.isinf(high), np.nan, high)
+    step = np.where(np.isnan(cos), 0.0, np.maximum(c_in - cos, 0.0))
+    if own is not None:
+        own_decides = own.known & ~np.isnan(cos)
+        own_loss = np.where(own_decides, 1.0 - own.cosine, 0.0)
+        # rounding everywhere gives own losses a few times apart: a source stands above
+        # the others' high end, not their median
+        own_high = quantile_without_each(np.maximum(own_loss, 0.0), OWN_HIGH)
+    else:
+        own_decides = np.zeros(count, dtype=bool)
+        own_loss = own_high = np.zeros(count)
     return _Rows(cos, qsteps, edges, [], reader, read, c_in, q_in, known, edges.by_graph,
-                 own)
+                 own, step, median_without_each(step), _largest_without_each(step),
+                 own_decides, own_loss, own_high)
 
 
 def read_graph(cos: np.ndarray, qsteps: np.ndarray, edges: Edges,
@@ -313,27 +331,20 @@ def _read(rows: _Rows, limits: Thresholds) -> GraphReading:
     with np.errstate(invalid="ignore"):
         reads_clean = (rows.c_in >= limits.cosine_good) & \
             (np.isnan(rows.q_in) | (rows.q_in <= limits.band_steps))
-        step = np.where(np.isnan(cos), 0.0, np.maximum(rows.c_in - cos, 0.0))
-        typical = median_without_each(step)
+        step, typical = rows.step, rows.typical
         jump = (q >= limits.atol_jump_steps) & ~np.isnan(rows.q_in) & \
             (q >= limits.atol_jump * rows.q_in)
     out = ~band
     kept = _kept(rows, out)
-    why = np.where(step >= limits.cliff_drop, "cosine_drop",
-                   np.where(jump & (cos < limits.cosine_good) | (jump & np.isnan(cos)),
-                            "atol_jump",
-                            np.where((step > 0) & (step >= limits.dominance * typical),
-                                     "dominant_step", "")))
-    standing_out = why != ""
-    own_decides = np.zeros(cos.size, dtype=bool)
+    # why a row stands out, as an index into _WHY (0: it does not)
+    why = np.where(step >= limits.cliff_drop, 1,
+                   np.where(jump & (cos < limits.cosine_good) | (jump & np.isnan(cos)), 2,
+                            np.where((step > 0) & (step >= limits.dominance * typical), 3, 0)))
+    standing_out = why != 0
+    own_decides, own_loss, own_high = rows.own_decides, rows.own_loss, rows.own_high
     own_source = np.zeros(cos.size, dtype=bool)
     if rows.own is not None:
-        own_decides = rows.own.known & ~np.isnan(cos)
-        own_loss = np.where(own_decides, 1.0 - rows.own.cosine, 0.0)
         own_out = ~_band(rows.own.cosine, rows.own.qsteps, limits) & own_decides
-        # rounding everywhere gives own losses a few times apart: a source stands above
-        # the others' high end, not their median
-        own_high = quantile_without_each(np.maximum(own_loss, 0.0), OWN_HIGH)
         own_source = own_out & ((own_loss >= limits.cliff_drop) |
                                 (own_loss >= limits.dominance * own_high)) & out & kept
     # noise: every row within the band's steps (its own steps where measured: the table's
@@ -345,13 +356,13 @@ def _read(rows: _Rows, limits: Thresholds) -> GraphReading:
     if quiet:
         # every row within the band's steps: a step stands out only above every other one
         # (a step twice the median is common in quantization noise)
-        above_all = (step > 0) & (step >= limits.dominance * _largest_without_each(step))
-        standing_out = standing_out & ((why != "dominant_step") | above_all)
+        above_all = (step > 0) & (step >= limits.dominance * rows.largest_other)
+        standing_out = standing_out & ((why != 3) | above_all)
     graph_source = out & reads_clean & standing_out & kept & ~own_decides
     source_rows = np.flatnonzero(graph_source | own_source)
     if rows.own is not None and source_rows.size > 1:
         source_rows = _largest_first(source_rows, np.where(own_source, own_loss, step), limits)
-    fired = [("own_error" if own_source[i] else str(why[i])) for i in source_rows]
+    fired = [("own_error" if own_source[i] else _WHY[why[i]]) for i in source_rows]
     if not rows.by_graph and source_rows.size:
         source_rows, fired = _row_order_second(rows, limits, source_rows, fired, step, out)
     start = _first(out & ~np.isnan(cos)) if out.any() else None
@@ -387,6 +398,9 @@ def _read(rows: _Rows, limits: Thresholds) -> GraphReading:
         return reading
     reading.pattern = "noise" if quiet else "gradual"
     return reading
+
+
+_WHY = ("", "cosine_drop", "atol_jump", "dominant_step")
 
 
 def _kept(rows: _Rows, out: np.ndarray) -> np.ndarray:
@@ -433,6 +447,8 @@ def _row_order_second(rows: _Rows, limits, sources, fired, step, out):
 def _downstream(rows: _Rows, sources: list[int]) -> np.ndarray:
     key = tuple(sources)
     found = rows.reached.get(key)
+    if found is None and not rows.by_graph:     # each row reads the one before it
+        found = rows.reached[key] = np.arange(rows.cos.size) >= min(sources)
     if found is None:       # the margin's readings mostly name the same sources
         if not rows.consumers:
             rows.consumers.extend(consumers_of(rows.edges))
@@ -441,10 +457,11 @@ def _downstream(rows: _Rows, sources: list[int]) -> np.ndarray:
 
 
 def consumers_of(edges: Edges) -> list[list[int]]:
-    readers: list[list[int]] = [[] for _ in range(edges.count)]
-    for row, source in zip(edges.reader.tolist(), edges.read.tolist(), strict=True):
-        readers[source].append(row)
-    return readers
+    """Per row, the rows reading it (a stable sort of the edges by the row read)."""
+    order = np.argsort(edges.read, kind="stable")
+    bounds = np.searchsorted(edges.read[order], np.arange(edges.count + 1)).tolist()
+    readers = edges.reader[order].tolist()
+    return [readers[bounds[i]:bounds[i + 1]] for i in range(edges.count)]
 
 
 def downstream(consumers, sources: list[int]) -> np.ndarray:

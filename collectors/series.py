@@ -64,29 +64,20 @@ def kept_positions(metrics: list[np.ndarray], gaps: np.ndarray, always: list[int
     return np.array(sorted(kept), dtype=int)
 
 
-def _texts(frame, column: str, positions: np.ndarray) -> list[str]:
-    """The stripped text of ``column`` at each position ("" for none), read in one go: a
-    look-up per point costs a tenth of a second on a 50,000-row table."""
-    if column not in frame:
-        return [""] * len(positions)
-    return [v.strip() if isinstance(v, str) else ""
-            for v in frame[column].to_numpy(dtype=object)[positions]]
-
-
 def layer_series(layers: LayerTable, reading: LayerReading, analysis: str, source: str) -> dict:
     import numpy as np
 
-    from qcdoctor.collectors.compare_layers import numeric_column
+    from qcdoctor.collectors.compare_layers import numeric_column, texts
     frame = layers.frame
     values = {name: numeric_column(frame, column) for name, column in LAYER_VALUES.items()}
     no_metric = np.isnan(values["cosine"]) & np.isnan(values["atol"])
     positions = kept_positions([values["cosine"], values["atol"]], no_metric,
                                [reading.origin, reading.worst])
     rows = frame["_index"].to_numpy()[positions]
-    shapes, names, dtypes = (_texts(frame, c, positions)
+    shapes, names, dtypes = (texts(frame, c, positions)
                              for c in ("shape", "mod_name", "quant_dtype"))
-    op_types = [a or b for a, b in zip(_texts(frame, "analy_op_type", positions),
-                                       _texts(frame, "base_op_type", positions), strict=True)]
+    op_types = [a or b for a, b in zip(texts(frame, "analy_op_type", positions),
+                                       texts(frame, "base_op_type", positions), strict=True)]
     kept = {name: v[positions] for name, v in values.items()}
     points = []
     for i, p in enumerate(positions):
