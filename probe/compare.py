@@ -89,6 +89,7 @@ class ProbeResult:
     warnings: list[str] = field(default_factory=list)
     changed_in_place: list[str] = field(default_factory=list)   # rows that may be wrong
     fix_trials: dict | None = None         # fix_trials.yaml's document (try_fixes)
+    stages: tuple[str, str] = ("float", "calib")    # what the two models are (probe_run.yaml)
 
     @property
     def mostly_unmatched(self) -> bool:
@@ -110,7 +111,8 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
                    adapter: QuantizerAdapter | None = None,
                    progress: Callable[[str, int, int], None] | None = None,
                    try_fixes: bool = False, fix_budget: int = fixes.DEFAULT_BUDGET,
-                   fix_target=None, fix_metric: str = "Cosine") -> ProbeResult:
+                   fix_target=None, fix_metric: str = "Cosine",
+                   stages: tuple[str, str] | None = None) -> ProbeResult:
     """Compare every layer output of ``analysis`` with ``baseline`` on ``inputs`` and write
     compare_per_layer_out.{csv,txt}, the sensitivity tables and probe_run.yaml to ``out_dir``.
 
@@ -130,6 +132,10 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     figures in ``fix_metric`` (Cosine, L1 or MSE), a fix good enough when it removes
     ``fix_target`` of the output error (a share, default 0.9; or a dict / "key=value"
     text of ``error_removed`` and ``cosine``; Cosine >= 0.999 also counts by default).
+
+    stages: what the two models are, e.g. ("float", "qat") for a trained QAT model against
+    its float one (default: the type's pair, float and calib for fake_quant). Triage
+    reads the comparison under these names.
     """
     if metric not in METRICS:
         raise QcdoctorError(f"unknown metric {metric!r}", key="metric",
@@ -138,6 +144,7 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
         raise QcdoctorError(f"unknown analysis_model_type {analysis_model_type!r}",
                             key="analysis_model_type",
                             fix=f"use one of {', '.join(ANALYSIS_TYPE_STAGES)}")
+    stages = checked_stages(stages, analysis_model_type)
     if names is not None:
         if isinstance(names, (str, bytes)):
             raise QcdoctorError(f"names is one text ({names!r}), not a list of names",
@@ -186,6 +193,7 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     # the copy after the comparison (its memory released), before any file is written
     trial_copy = _trial_copy(analysis) if try_fixes else None
     result = _result(out, layers, tables)
+    result.stages = stages
     _write_comparison(out, earlier, result, layers, tables, analysis_model_type, metric)
     try:
         if trial_copy is not None:
@@ -653,13 +661,34 @@ def _read_manifest(manifest: Path):
     return load_probe_manifest(manifest)
 
 
+# the pairs each analysis type may name (fake_quant: the fake-quantized model is the
+# calibrated one or the trained QAT one)
+_TYPE_STAGE_PAIRS = {"fake_quant": {("float", "calib"), ("float", "qat"), ("calib", "qat")}}
+
+
+def checked_stages(stages, kind: str, key: str = "stages") -> tuple[str, str]:
+    """The (baseline, analysis) stage names of a probe of type ``kind``: ``stages`` when
+    the type allows them, the type's own pair when None."""
+    default = ANALYSIS_TYPE_STAGES[kind]
+    if stages is None:
+        return default
+    allowed = sorted(_TYPE_STAGE_PAIRS.get(kind, {default}))
+    pair = tuple(stages) if isinstance(stages, (tuple, list)) else None
+    if pair is None or len(pair) != 2 or pair not in set(allowed):
+        raise QcdoctorError(
+            f"stages {stages!r} do not name a {kind} comparison", key=key,
+            fix="give (baseline, analysis) as one of: " +
+                "; ".join(f"{a},{b}" for a, b in allowed))
+    return pair
+
+
 def _write_manifest(result: ProbeResult, kind: str, metric: str,
                     files: list[str] | None = None) -> Path:
     """probe_run.yaml; ``files``: the names it lists (default: those of ``result.files``)."""
     import yaml
 
     from qcdoctor.atomic import write_text_atomic
-    baseline, analysis = ANALYSIS_TYPE_STAGES[kind]
+    baseline, analysis = result.stages
     path = result.out_dir / PROBE_MANIFEST
     names = {p.name for p in result.files} if files is None else set(files)
     counts = {}

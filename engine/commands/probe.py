@@ -5,6 +5,7 @@ remedies measured on a copy of the analysis model (fix_trials.yaml)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
 from contextlib import contextmanager
@@ -37,6 +38,10 @@ def declare(command) -> None:
     command.add_argument("--type", default="fake_quant",
                          choices=("fake_quant", "pre_export", "export", "convert"),
                          help="analysis_model_type: which two stages the models are")
+    command.add_argument("--stages", metavar="BASELINE,ANALYSIS",
+                         help="what the two models are, e.g. float,qat for a trained QAT "
+                              "model against its float one (default: the type's pair; for "
+                              "fake_quant, qat where --analysis names qat, else calib)")
     command.add_argument("--metric", default="L1",
                          choices=("L1", "MSE", "KL", "ATOL", "Cosine", "SQNR"),
                          help="metric of the sensitivity tables")
@@ -70,7 +75,7 @@ def run(args, parser) -> int:
     from qcdoctor.wording import labels
     try:
         from qcdoctor.probe import compare_models
-        from qcdoctor.probe.compare import check_out_dir, checked_device
+        from qcdoctor.probe.compare import check_out_dir, checked_device, checked_stages
         from qcdoctor.probe.loading import load_inputs, load_model
         from qcdoctor.probe.sensitivity import check_output_names
     except ImportError as exc:
@@ -82,6 +87,7 @@ def run(args, parser) -> int:
         if names is not None:
             check_output_names(names, args.metric, key="--names")
         checked_device(args.device, key="--device")
+        stages = checked_stages(_stages(args), args.type, key="--stages")
         check_out_dir(Path(args.out))
         baseline = load_model(args.baseline, "--baseline")
         analysis = load_model(args.analysis, "--analysis")
@@ -91,7 +97,8 @@ def run(args, parser) -> int:
                                 names=names, analysis_model_type=args.type,
                                 device=args.device, progress=Progress(),
                                 try_fixes=args.try_fixes, fix_budget=args.fix_budget,
-                                fix_target=args.fix_target, fix_metric=args.fix_metric)
+                                fix_target=args.fix_target, fix_metric=args.fix_metric,
+                                stages=stages)
     lang = args.lang or locale_language()
     words = labels()[lang]["probe"]
     lines = [fill(words["done"], {"rows": len(result.rows), "out": args.out,
@@ -110,6 +117,16 @@ def run(args, parser) -> int:
     lines.append(fill(words["next"], {"out": args.out}, lang))
     print("\n".join(lines))
     return EXIT_OK
+
+
+def _stages(args) -> tuple[str, ...] | None:
+    """--stages as a pair; without it, a fake_quant probe whose --analysis names qat (a
+    word of MOD:ATTR, e.g. models:qat_model) compares float with qat, not with calib."""
+    if args.stages:
+        return tuple(part.strip() for part in args.stages.split(","))
+    if args.type == "fake_quant" and "qat" in re.split(r"[^a-z0-9]+", args.analysis.lower()):
+        return ("float", "qat")
+    return None
 
 
 @contextmanager

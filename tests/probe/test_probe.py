@@ -265,6 +265,35 @@ def test_triage_says_where_the_numbers_came_from(tmp_path):
     assert "这些数字由 qcdoctor probe 用 torch 前向钩子测得" in render(zh, "md")
 
 
+def test_a_qat_model_against_a_float_one_is_named_qat_never_calib(tmp_path):
+    """knowledge.md §17 R4.4: the stages given are the ones probe_run.yaml and the report
+    name; without them a fake_quant probe keeps the type's float vs calib."""
+    case = tmp_path / "case"
+    case_yaml(case, stages={"float": {"status": "normal"}, "qat": {"status": "abnormal"}})
+    base, qat = models()
+    result = compare_models(base, qat, EXAMPLE, case / "qa_probe", sensitivity=False,
+                            stages=("float", "qat"))
+    assert result.stages == ("float", "qat")
+    manifest = yaml.safe_load((case / "qa_probe" / "probe_run.yaml").read_text("utf-8"))
+    assert (manifest["type"], manifest["baseline"], manifest["analysis"]) == \
+        ("fake_quant", "float", "qat")
+    report, folder = _qa_folder(case)
+    assert (folder["baseline"], folder["analysis_stage"]) == ("float", "qat")
+    text = render(report, "md")
+    assert "`qa_probe` (fake_quant: float.pt vs qat.pt;" in text
+    assert "float.pt vs calib.pt" not in text
+    plain = compare_models(base, qat, EXAMPLE, tmp_path / "plain", sensitivity=False)
+    assert plain.stages == ("float", "calib")
+
+
+@pytest.mark.parametrize("stages", [("float", "qat_bc"), ("qat", "float"), ("float",), "qat"])
+def test_stages_that_name_no_comparison_of_the_type_are_refused(tmp_path, stages):
+    base, qat = models()
+    with pytest.raises(QcdoctorError, match="do not name a fake_quant comparison") as caught:
+        compare_models(base, qat, EXAMPLE, tmp_path / "p", stages=stages)
+    assert "float,qat" in caught.value.fix and not (tmp_path / "p").exists()
+
+
 def test_analyses_run_entry_names_the_probe(tmp_path):
     case = _case(tmp_path, folder="layers", analyses_run=[
         {"type": "convert", "baseline": "qat_bc", "analysis": "quantized_bc",
@@ -357,7 +386,29 @@ def test_cli_probe_writes_the_folder(tmp_path, monkeypatch, capsys):
     assert not list((tmp_path / "qa_probe").glob("output_*"))
 
 
+@pytest.mark.parametrize("extra, stages", [
+    ([], ("float", "calib")),
+    (["--stages", "float,qat"], ("float", "qat")),
+    ([], ("float", "qat")),                 # --analysis names qat: models:qat_model
+])
+def test_cli_probe_names_the_stages(tmp_path, monkeypatch, capsys, extra, stages):
+    from qcdoctor.engine.commands.cli import main
+    module = f"cli_models_stages_{len(extra)}_{stages[1]}"     # imported once a name
+    _cli_case(tmp_path, monkeypatch, module)
+    analysis = f"{module}:build_rounded"
+    if not extra and stages[1] == "qat":
+        (tmp_path / f"{module}.py").write_text(
+            MODELS_PY + "\nqat_model = build_rounded\n", encoding="utf-8")
+        analysis = f"{module}:qat_model"
+    code = main(["probe", "--baseline", f"{module}:build", "--analysis", analysis,
+                 "--inputs", "in.pt", "--out", "qa_probe", "--no-sensitivity", *extra])
+    assert code == 0, capsys.readouterr().err
+    manifest = yaml.safe_load((tmp_path / "qa_probe" / "probe_run.yaml").read_text("utf-8"))
+    assert (manifest["baseline"], manifest["analysis"]) == stages
+
+
 @pytest.mark.parametrize("args, message", [
+    (["--stages", "float,board"], "--stages"),
     (["--baseline", "cli_models_bad:missing"], "has no missing"),
     (["--baseline", "cli_models_bad:not_a_model"], "not a torch nn.Module"),
     (["--baseline", "no_such_module_here:build"], "cannot import"),
