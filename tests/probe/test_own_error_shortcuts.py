@@ -17,8 +17,7 @@ from torch.ao.quantization import (  # noqa: E402
     MovingAverageMinMaxObserver,
 )
 
-from qcdoctor.probe import compare_models  # noqa: E402
-from qcdoctor.probe import own_error  # noqa: E402
+from qcdoctor.probe import compare_models, own_error  # noqa: E402
 from qcdoctor.probe.own_error import fake_quant  # noqa: E402
 from tests.probe.test_probe_real_networks import built, example  # noqa: E402
 from tests.probe_nets import inject, one_thread  # noqa: E402,F401 - one_thread: autouse
