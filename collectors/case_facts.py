@@ -13,7 +13,7 @@ from qcdoctor.collectors.environment import detect_march, installed_versions
 from qcdoctor.collectors.files import CaseFiles
 from qcdoctor.collectors.platform import platform_fact
 from qcdoctor.collectors.qa_files import COMPARE_NAMES, SENSITIVITY_RE
-from qcdoctor.collectors.quant_analysis import collect_quant_analysis
+from qcdoctor.collectors.quant_analysis import collect_quant_analysis, place_folders
 from qcdoctor.collectors.series import split_series
 from qcdoctor.collectors.stages import derive_stage_facts
 from qcdoctor.collectors.threshold_sources import resolve as resolve_thresholds
@@ -128,15 +128,20 @@ def consistency_fact(case: Case) -> dict:
 
 
 def analysis_facts(case: Case, sensitivity_in: frozenset[str] = frozenset(),
-                   absent: dict[str, str] | None = None) -> list[dict]:
+                   absent: dict[str, str] | None = None,
+                   sibling_in: frozenset[str] = frozenset()) -> list[dict]:
     """The analyses_run entries; ``sensitivity_in``: the folders whose sensitivity ran by
     their own files (tables, or the probe's manifest), which count as run whatever the
     entry says (knowledge.md §16 R3.10). ``absent``: out_dir (normalised) -> why it holds
     no readable output. Such an entry counts as not run (R3.4): it stays a declared run
     (what the user did, which pitfalls read) but is left out of the summary that tells
-    an analysis as done, and an ``analysis_absent`` fact names its folder."""
+    an analysis as done, and an ``analysis_absent`` fact names its folder.
+    ``sibling_in``: the folders another folder of whose comparison ran a sensitivity;
+    the summary counts it as this comparison's (knowledge.md §17 R4.7), the entry keeps
+    what its own run did."""
     facts, summary, gone = [], {}, []
     ran = {os.path.normpath(folder) for folder in sensitivity_in}
+    siblings = {os.path.normpath(folder) for folder in sibling_in}
     for i, run in enumerate(case.get("analyses_run", [])):
         kind = analysis_type(run.get("type"), run["analysis"])
         problem = (absent or {}).get(os.path.normpath(str(run.get("out_dir") or ".")))
@@ -158,8 +163,9 @@ def analysis_facts(case: Case, sensitivity_in: frozenset[str] = frozenset(),
                       "locations": case_key(case, f"analyses_run[{i}].baseline")})
         if problem and run.get("out_dir"):
             continue
+        by_sibling = bool(run.get("out_dir") and os.path.normpath(str(run["out_dir"])) in siblings)
         runs, sens = summary.get(kind, (0, False))
-        summary[kind] = (runs + 1, sens or sensitivity)
+        summary[kind] = (runs + 1, sens or sensitivity or by_sibling)
     facts += [{"type": "analysis_summary", "analysis_model_type": kind, "runs": runs,
                "with_sensitivity": sens, "source": case.source("analyses_run"),
                "locations": case_key(case, "analyses_run")}
@@ -273,11 +279,13 @@ def collect_case(case: Case, *, environ=None, cwd: Path | None = None,
                                      for side in ("left", "right")))
     artifacts, series = split_series(artifacts)
     stages = with_stage_locations(derive_stage_facts(case, dump_pairs), case, dump_pairs)
+    place_folders(artifacts, stages, case)
     return (stages + [case_fact(case)] + evidence_facts(case)
             + platform + version_facts(case, installed)
             + user_check_facts(case) + [consistency_fact(case)]
             + analysis_facts(case, _sensitivity_folders(artifacts),
-                             absent_outputs(case, files, artifacts))
+                             absent_outputs(case, files, artifacts),
+                             _sibling_sensitivity_folders(artifacts))
             + artifacts + _located_problems(case, files.problem_facts())), series
 
 
@@ -296,6 +304,11 @@ def one_input_scale(found: list[tuple[float, str, list[dict]]]
 def _sensitivity_folders(artifacts: list[dict]) -> frozenset[str]:
     return frozenset(f["analysis"] for f in artifacts
                      if f["type"] == "qa_folder" and f.get("sensitivity_ran"))
+
+
+def _sibling_sensitivity_folders(artifacts: list[dict]) -> frozenset[str]:
+    return frozenset(f["analysis"] for f in artifacts
+                     if f["type"] == "qa_folder" and f.get("sibling_sensitivity"))
 
 
 # the stages each fact derived from the stage table compares (derive_stage_facts)

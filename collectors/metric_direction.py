@@ -5,6 +5,9 @@ fraction by nature (R3.2).
 tokens: ``error_rate`` and ``minADE`` are lower-is-better, ``mAP`` is higher-is-better;
 a name with no known token in either direction (``success_rate``, ``mNLL``) has an
 unknown direction, and the chain is then read both ways (``collectors/stages.py``).
+
+Whether two names are one metric (knowledge.md §17 R4.9) is ``metric_key``'s: every place
+that compares metric names compares their keys.
 """
 
 from __future__ import annotations
@@ -41,9 +44,59 @@ def metric_tokens(name: str) -> list[str]:
             for t in _CASE_CHANGE.split(part) if t]
 
 
+# --- R4.9: one metric under several spellings ------------------------------------------
+
+# names whose whole-number threshold is an IoU in percent (COCO writes AP50 for AP@0.5)
+_AP_NAMES = frozenset({"ap", "map"})
+_FUSED_AP = re.compile(r"^(m?ap)(\d\d)$")
+_PERCENT_IOU = (10, 95)
+# "Top1 acc" and "top-1 accuracy" are top-1: the qualifier adds nothing
+_QUALIFIED_TOP_K = re.compile(r"^(top\d+)(?:acc|accuracy)$")
+_ACCURACY_NAMES = frozenset({"acc", "accuracy"})
+_SUFFIX_NOISE = re.compile(r"[\s_\[\]()]+")
+_NUMBER = re.compile(r"\d*\.\d+|\d+")
+
+
+def metric_key(name: str) -> str:
+    """The name two spellings of one metric share (knowledge.md §17 R4.9).
+
+    Case, spaces and ``_ - . /`` do not count (``mAP`` = ``map`` = ``MAP``, ``top-1`` =
+    ``top1``), nor ``acc``/``accuracy`` after a top-k (``Top1 acc`` = ``top1``). What
+    follows ``@`` is a threshold or a k, part of the metric (``mAP@0.5`` is not ``mAP``)
+    but compared as numbers (``@0.5`` = ``@.5`` = ``@0.50``); after an AP name a whole
+    number from 10 to 95 is an IoU in percent (``AP@50`` = ``AP50`` = ``AP@0.5``), and
+    ``Acc@k`` is top-k."""
+    base, _, suffix = name.partition("@")
+    key = "".join(metric_tokens(base))
+    fused = _FUSED_AP.match(key)
+    if fused and not suffix:
+        key, suffix = fused.groups()
+    top_k = _QUALIFIED_TOP_K.match(key)
+    key = top_k.group(1) if top_k else key
+    suffix = _suffix_key(suffix, key)
+    if key in _ACCURACY_NAMES and suffix.isdigit():
+        return f"top{suffix}"
+    return f"{key}@{suffix}" if suffix else key
+
+
+def _suffix_key(suffix: str, key: str) -> str:
+    def number(match: re.Match) -> str:
+        text, value = match.group(0), float(match.group(0))
+        low, high = _PERCENT_IOU
+        if key in _AP_NAMES and "." not in text and low <= value <= high:
+            value /= 100
+        return f"{value:g}"
+    return _NUMBER.sub(number, _SUFFIX_NOISE.sub("", suffix.lower()))
+
+
+def same_metric(a: str, b: str) -> bool:
+    return metric_key(a) == metric_key(b)
+
+
 def _names(name: str) -> tuple[list[str], str]:
-    tokens = metric_tokens(name)
-    return tokens, "".join(tokens)
+    """The name's tokens, and its joined spelling without the ``@`` part (``mIoU@0.5``:
+    ``miou``), as ``metric_key`` writes it."""
+    return metric_tokens(name), metric_key(name).partition("@")[0]
 
 
 def lower_is_better_by_name(name: str) -> bool:

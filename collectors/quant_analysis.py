@@ -40,8 +40,9 @@ from qcdoctor.collectors.statistic import load_statistic, weight_fact
 from qcdoctor.collectors.tables import TableRefused
 from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
 from qcdoctor.errors import QcdoctorError
+from qcdoctor.fact_types import FACT_TYPES, STAGES
 from qcdoctor.source_locations import at, case_key
-from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES, analysis_type
+from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES, analysis_type, needs_two_runs
 
 _MARKERS = COMPARE_NAMES + ADVISOR_NAMES + BADCASE_NAMES
 MAX_DEPTH = 4
@@ -116,13 +117,18 @@ def _comparison(case: Case, rel: str, compare, probe: dict | None) -> tuple[str,
     kind = _type_from_content(compare) if compare is not None else ""
     if kind:
         return kind, *ANALYSIS_TYPE_STAGES[kind], "content"
+    kind = _type_from_name(rel)
+    if kind:
+        return kind, *ANALYSIS_TYPE_STAGES[kind], "folder name"
+    return "unknown", "", "", "unknown"
+
+
+def _type_from_name(rel: str) -> str:
+    """The analysis type a folder's name gives ("" when it gives none)."""
     name = Path(rel).name
     if _PROBE_NAME.search(name):
-        return "fake_quant", *ANALYSIS_TYPE_STAGES["fake_quant"], "folder name"
-    for kind, pattern in _NAME_HINTS:
-        if pattern.search(name):
-            return kind, *ANALYSIS_TYPE_STAGES[kind], "folder name"
-    return "unknown", "", "", "unknown"
+        return "fake_quant"
+    return next((kind for kind, pattern in _NAME_HINTS if pattern.search(name)), "")
 
 
 def _origin(case: Case, rel: str, probe: dict | None) -> str:
@@ -137,7 +143,6 @@ def _origin(case: Case, rel: str, probe: dict | None) -> str:
 
 def _probe_manifest(path: Path) -> dict:
     """probe_run.yaml: what qcdoctor probe compared; refused when it is not its own."""
-    from qcdoctor.fact_types import STAGES
     data = load_probe_manifest(path)
     if not isinstance(data, dict) or data.get("origin") != "probe":
         raise ValueError(reason("not written by qcdoctor probe (no 'origin: probe')"))
@@ -208,8 +213,109 @@ def collect_quant_analysis(case: Case, trust_pickles: bool = False,
         facts += _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
                                input_scales)
     _read_against_origins(facts)
+    _mark_sibling_sensitivity(facts)
     facts += _model_check_facts(case, files)
     return facts
+
+
+def _same_comparison(folder: dict) -> tuple[str, str] | None:
+    """The comparison a folder belongs to: its type and analysed stage, or None when
+    either is unknown. knowledge.md §6 rev 2 runs one comparison in two folders (the
+    convert per-layer table in ``qa_convert``, its sensitivity against qat.export.pt in
+    ``qa_convert_sens``): their baselines differ, their type and analysed model do not."""
+    if folder["comparison"] == "unknown" or not folder["analysis_stage"]:
+        return None
+    return folder["comparison"], folder["analysis_stage"]
+
+
+def _mark_sibling_sensitivity(facts: list[dict]) -> None:
+    """knowledge.md §17 R4.7: a sensitivity run in another folder of the same comparison
+    counts as this one's."""
+    folders = [f for f in facts if f["type"] == "qa_folder"]
+    for folder in folders:
+        same = _same_comparison(folder)
+        folder["sibling_sensitivity"] = same is not None and any(
+            other is not folder and other["sensitivity_ran"] and _same_comparison(other) == same
+            for other in folders)
+
+
+# scopes whose readings drive origin findings, remedies and bc_editor targets (R4.5)
+_DRIVING_SCOPES = ("located", "unplaced")
+
+
+def place_folders(facts: list[dict], stage_facts: list[dict], case: Case) -> None:
+    """knowledge.md §17 R4.5: which step each QuantAnalysis folder speaks for (its
+    qa_folder ``scope``) and whether its readings drive origin findings, remedies and
+    bc_editor targets (``drives``, copied onto every fact read from the folder)."""
+    drop = _located_drop(stage_facts)
+    recovered = any(f["type"] == "calib_recovered" for f in stage_facts)
+    postprocess = case.get("postprocess_in_model") == "yes"
+    drives = {}
+    for folder in (f for f in facts if f["type"] == "qa_folder"):
+        run = run_for(case.get("analyses_run"), folder["analysis"])
+        scope = _scope(folder, drop, recovered, run is not None and _made_in_one_run(case, run),
+                       postprocess)
+        folder.update(scope=scope, drives=scope in _DRIVING_SCOPES,
+                      drop_from=drop[0] if drop else "", drop_to=drop[1] if drop else "")
+        drives[folder["analysis"]] = folder["drives"]
+    for fact in facts:
+        if fact["type"] != "qa_folder" and "drives" in FACT_TYPES.get(fact["type"], {}):
+            fact["drives"] = drives.get(fact.get("analysis"), True)
+
+
+def _located_drop(stage_facts: list[dict]) -> tuple[str, str] | None:
+    """(last normal, first abnormal stage): the drop the stage rules conclude from
+    (knowledge.md §5); None when there is none, or when a later normal stage or a rise
+    leaves the conclusion undetermined."""
+    if any(f["type"] in ("non_monotonic", "stage_rise") for f in stage_facts):
+        return None
+    drop = next((f for f in stage_facts if f["type"] == "transition"), None)
+    return (drop["from"], drop["to"]) if drop else None
+
+
+def _scope(folder: dict, drop: tuple[str, str] | None, recovered: bool, invalid: bool,
+           postprocess: bool) -> str:
+    """The folder's scope: the first that holds of a step QAT recovered, another step
+    than the located drop, an invalid run, post-processing inside the compared model, the
+    located step; unplaced when no drop is located or its comparison is in doubt."""
+    declared = _declared(folder)
+    if declared and recovered and folder["analysis_stage"] == "calib":
+        return "recovered"          # float vs calib, a loss QAT recovered: never the cause
+    if declared and drop is not None and \
+            not _spans(folder["baseline"], folder["analysis_stage"], drop):
+        return "other_step"
+    if invalid:
+        return "invalid_run"
+    if postprocess:
+        return "postprocess"
+    return "located" if declared and drop is not None else "unplaced"
+
+
+def _declared(folder: dict) -> bool:
+    """R4.5 places a folder by the comparison it declares: its analyses_run entry, its
+    probe_run.yaml or the stage pair its name gives. One judged from the tables alone is
+    placed only where its name gives the same type: where they disagree, which step it
+    compares is in doubt, and its readings are read as before."""
+    if _same_comparison(folder) is None or not folder["baseline"]:
+        return False
+    return folder["known_from"] != "content" or \
+        _type_from_name(folder["analysis"]) == folder["comparison"]
+
+
+def _spans(baseline: str, analysis: str, drop: tuple[str, str]) -> bool:
+    """The comparison covers part of the drop's step: the chain between its two models
+    and the chain between the drop's ends share a step (with unknown stages between
+    the drop's ends, any part of the gap may hold it)."""
+    low, high = sorted((STAGES.index(baseline), STAGES.index(analysis)))
+    return low < STAGES.index(drop[1]) and high > STAGES.index(drop[0])
+
+
+def _made_in_one_run(case: Case, run: dict) -> bool:
+    """knowledge.md §16 R3.5: an analyses_run entry comparing a torch model with a bc
+    model in one run where differing input formats or a task list need two: invalid."""
+    return not run.get("separate_runs", False) and needs_two_runs(
+        run["baseline"], run["analysis"], case.get("input_format_differs", False),
+        case.get("has_task_input", False))
 
 
 def _read_against_origins(facts: list[dict]) -> None:
@@ -238,11 +344,11 @@ def _origins_for(folder: dict | None, folders: dict[str, dict],
         return []
     if folder["has_compare"]:
         return cliffs.get(folder["analysis"], [])
-    if not folder["analysis_stage"]:
+    same = _same_comparison(folder)
+    if same is None:
         return []
-    same = (folder["comparison"], folder["analysis_stage"])
     return [layer for name, other in folders.items()
-            if other["has_compare"] and (other["comparison"], other["analysis_stage"]) == same
+            if other["has_compare"] and _same_comparison(other) == same
             for layer in cliffs.get(name, [])]
 
 
@@ -337,18 +443,27 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
     stems = {p.name.rsplit(".", 1)[0] for p in sens_paths if p.suffix == ".txt"}
     sens_paths = [p for p in sens_paths if p.suffix == ".txt" or p.name.rsplit(".", 1)[0] not in stems]
     facts += _missing_probe_tables(probe, found, prel if probe else "")
-    facts.append({"type": "qa_folder", "analysis": rel, "comparison": kind,
+    folder_fact = {"type": "qa_folder", "analysis": rel, "comparison": kind,
                   "baseline": baseline, "analysis_stage": analysis_stage, "known_from": known,
                   "origin": _origin(case, rel, probe),
                   "has_compare": compare is not None, "has_sensitivity": bool(sens_paths),
                   "sensitivity_ran": bool(sens_paths) or bool(probe and probe["sensitivity"]),
                   "has_advisor": any(n in found for n in ADVISOR_NAMES),
                   "has_badcase": "badcase.txt" in found or "all_badcase_info.pt" in found,
-                  "source": rel})
+                  # set once every folder is read (_mark_sibling_sensitivity) and the
+                  # stage table is (place_folders); the reading's origin below
+                  "sibling_sensitivity": False, "scope": "unplaced", "drives": True,
+                  "drop_from": "", "drop_to": "", "origin_layer": "", "origin_pattern": "",
+                  "source": rel}
+    facts.append(folder_fact)
     if compare is not None:
         reading = read_layers(compare, limits, _folder_graph(facts, rel, found, files) or graph,
                               _own_errors(facts, rel, found, files))
-        facts += row_facts(compare, reading, rel, crel)
+        rows = row_facts(compare, reading, rel, crel)
+        origin = next((f for f in rows if f["type"] == "layer_origin"), None)
+        if origin is not None:          # what the folder's reading names, for R4.5's findings
+            folder_fact.update(origin_layer=origin["layer"], origin_pattern=origin["pattern"])
+        facts += rows
         facts.append(layer_series(compare, reading, rel, crel))
         if compare.table.problems:
             facts.append(_problem(crel, joined(compare.table.problems), True, crel))

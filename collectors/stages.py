@@ -8,6 +8,11 @@ the drop. Rules then read these facts like the knowledge tables (knowledge.md §
 Revision 3 (knowledge.md §16): values of one metric on different scales are not
 compared (R3.2); a metric whose name gives no direction is read both ways (R3.1); every
 later step that loses more than the tolerance is a further drop with its own stage (R3.3).
+
+Revision 4 (knowledge.md §17): a first drop just over the tolerance is not confirmed when a
+much larger step follows, which then makes the conclusion (R4.8); a verdict the default
+tolerance decided says so; metric names are compared by ``metric_key`` (R4.9), and values
+under two names are not compared: the report asks whether they are one metric.
 """
 
 from __future__ import annotations
@@ -15,7 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from qcdoctor.collectors.case_file import Case
-from qcdoctor.collectors.metric_direction import UNKNOWN, is_fraction_metric, metric_direction
+from qcdoctor.collectors.metric_direction import (
+    UNKNOWN,
+    is_fraction_metric,
+    metric_direction,
+    metric_key,
+    same_metric,
+)
 from qcdoctor.fact_types import STAGES
 from qcdoctor.vocabulary import DEPLOY_SHOWN_AT, STAGE_LABELS
 
@@ -32,6 +43,12 @@ RISE_FROM = STAGES.index("qat")
 SIDE = "side"
 # R3.2: one value about 100 times another (within 10 %) is a percentage beside a fraction
 PERCENT, PERCENT_SLACK = 100.0, 0.10
+# R4.8: a first drop under twice the tolerance is not confirmed when a later step loses at
+# least five times as much: that step makes the conclusion
+SMALL_DROP, LARGER_STEP = 2.0, 5.0
+# a verdict the tolerance decides: its loss is within this factor of the tolerance either
+# way, so a tolerance that much larger or smaller would turn it (the factor of R4.8)
+DECIDING_FACTOR = 2.0
 
 # knowledge.md §5: the stage a drop between two known stages points at, as the stage rules
 # (ST010-ST091) conclude it. Used only to name a step no rule concludes: a further drop
@@ -92,15 +109,21 @@ class _Walk:
     ``unknown_as``: the direction taken where the metric's name gives none (one of the
     two readings of R3.1). ``compare=False`` when the values mix scales (R3.2): nothing
     is compared, and every derived status but the baseline's stays unknown.
+
+    ``doubted``: stages whose drop is not confirmed (R4.8); a drop there reads as normal,
+    so the stages after it are compared with it.
     """
 
-    def __init__(self, case: Case, unknown_as: bool = True, compare: bool = True):
+    def __init__(self, case: Case, unknown_as: bool = True, compare: bool = True,
+                 doubted: frozenset[str] = frozenset()):
         self.given = case.get("stages", {})
         self.tolerance = case.get("tolerance") or DEFAULT_TOLERANCE
         self.higher_given = case.get("higher_is_better")
         self.unknown_as = unknown_as
         self.compare_values = compare
+        self.doubted = doubted
         self.case = case
+        self.other_names: list[dict] = []     # R4.9: a stage under another metric name
 
     def direction(self, metric: str) -> tuple[bool, str]:
         higher, why = metric_direction(metric, self.higher_given)
@@ -120,11 +143,14 @@ class _Walk:
                     status, extra = "unknown", {"basis": "scale_mismatch"}
                 elif reference is None:
                     status, extra = "unknown", {"basis": "no_reference"}
-                elif metric and reference[1] and metric != reference[1]:
+                elif metric and reference[1] and not same_metric(metric, reference[1]):
                     status, ref_name, extra = "unknown", reference[0], {"basis": "metric_mismatch"}
+                    self.note_other_name(stage, metric, value, reference)
                 else:
                     ref_name = reference[0]
                     status, extra = self.compare(reference, metric, value)
+                    if status == "abnormal" and stage in self.doubted:
+                        status, extra["basis"] = "normal", "unconfirmed_drop"
             status = status or "unknown"
             if value is not None:
                 seen_metric = True
@@ -151,6 +177,18 @@ class _Walk:
     def source(self, stage: str) -> str:
         return self.case.source(f"stages.{stage}") if stage in self.given else "not given"
 
+    def note_other_name(self, stage: str, metric: str, value: float, reference: tuple) -> None:
+        """R4.9: one fact per pair of names, at the first stage under the other name."""
+        pair = (metric_key(reference[1]), metric_key(metric))
+        if any((metric_key(f["reference_metric"]), metric_key(f["metric"])) == pair
+               for f in self.other_names):
+            return
+        self.other_names.append({
+            "type": "metric_names", "stage": stage, "metric": metric, "value": float(value),
+            "reference": reference[0], "reference_metric": reference[1],
+            "reference_value": float(reference[2]),
+            "source": f"{self.source(reference[0])} -> {self.source(stage)}"})
+
 
 @dataclass
 class _Chain:
@@ -160,6 +198,8 @@ class _Chain:
     side: list[dict]                # calib_recovered
     rises: list[dict]
     further: list[dict]             # R3.3 further drops
+    unconfirmed: list[dict]         # R4.8 small first drops a larger step outweighs
+    other_names: list[dict]         # R4.9 stages under another metric name
 
     @property
     def by_stage(self) -> dict[str, dict]:
@@ -170,9 +210,17 @@ class _Chain:
         return {f["stage"]: f["source"] for f in self.stages}
 
     def facts(self) -> list[dict]:
+        steps = _transitions(self.status_of, self.sources)
+        renamed = {f["stage"] for f in self.stages if f.get("basis") == "metric_mismatch"}
+        for step in steps:
+            if step["type"] == "transition":
+                # R4.9: a bisection stage with a result under another metric name is not
+                # evaluated again: whether the names are one metric is asked instead
+                step["bisect_named_apart"] = step["bisect"] in renamed
         return (self.stages + self.side + self.rises
                 + [_summary(self.status_of)]
-                + _transitions(self.status_of, self.sources) + self.further)
+                + steps + self.further
+                + self.unconfirmed + self.other_names)
 
     def verdict(self) -> tuple[str, str]:
         """The (stage, suspect) the stage rules conclude from this chain alone."""
@@ -195,24 +243,51 @@ def derive_stage_facts(case: Case, dump_pairs: list[dict] = ()) -> list[dict]:
         return _unscaled_facts(case, dump_pairs, mismatches)
     metric = _directionless_metric(case)
     if not metric:
-        return _read_chain(case, dump_pairs).facts()
-    return _both_readings(_read_chain(case, dump_pairs, True),
-                          _read_chain(case, dump_pairs, False), metric)
+        facts = _read_chain(case, dump_pairs).facts()
+    else:
+        # without a direction a "small drop" may be a rise: R4.8 reads neither way
+        facts = _both_readings(_read_chain(case, dump_pairs, True, doubt=False),
+                               _read_chain(case, dump_pairs, False, doubt=False), metric)
+    return facts + _default_tolerance(case, facts)
 
 
-def _read_chain(case: Case, dump_pairs, unknown_as: bool = True) -> _Chain:
-    walk = _Walk(case, unknown_as)
-    facts = walk.facts()
-    by_stage = {f["stage"]: f for f in facts}
-    _apply_dump_evidence(by_stage, dump_pairs)
+def _read_chain(case: Case, dump_pairs, unknown_as: bool = True, doubt: bool = True) -> _Chain:
+    """The chain read with one direction; with ``doubt``, a small first drop that a larger
+    later step outweighs reads as normal (R4.8), again for the drop that is then first."""
+    unconfirmed: list[dict] = []
+    for _ in STAGES:        # each pass doubts one more stage: the chain bounds the passes
+        walk = _Walk(case, unknown_as, doubted=frozenset(f["to"] for f in unconfirmed))
+        facts = walk.facts()
+        by_stage = {f["stage"]: f for f in facts}
+        _apply_dump_evidence(by_stage, dump_pairs)
+        status_of, side = _side_step(by_stage)
+        small = _outweighed_drop(by_stage, status_of, walk) if doubt else None
+        if small is None:
+            break
+        unconfirmed.append(small)
+    return _Chain(facts, status_of, side, _rises(by_stage, walk),
+                  _steps(by_stage, status_of, walk), unconfirmed,
+                  _placed_names(walk.other_names, status_of))
+
+
+def _placed_names(other_names: list[dict], status_of: dict[str, str]) -> list[dict]:
+    """R4.9: a stage under another name decides the stage when no stage before it is
+    abnormal: the drop may lie at it, hidden by the name."""
+    first = next((s for s in STAGES if status_of[s] == "abnormal"), "")
+    for fact in other_names:
+        fact["decides_stage"] = not first or STAGES.index(fact["stage"]) < STAGES.index(first)
+    return other_names
+
+
+def _side_step(by_stage: dict[str, dict]) -> tuple[dict[str, str], list[dict]]:
+    """The chain statuses, calib a side step when QAT recovered its loss (§5 rev 2)."""
     status_of = {s: by_stage[s]["status"] for s in STAGES}
     side = []
     if status_of["calib"] == "abnormal" and status_of["qat"] == "normal":
         status_of["calib"] = SIDE
         side.append({"type": "calib_recovered",
                      "source": f"{by_stage['calib']['source']} -> {by_stage['qat']['source']}"})
-    return _Chain(facts, status_of, side, _rises(by_stage, walk),
-                  _steps(by_stage, status_of, walk))
+    return status_of, side
 
 
 def _apply_dump_evidence(by_stage: dict[str, dict], dump_pairs) -> None:
@@ -229,7 +304,55 @@ def _apply_dump_evidence(by_stage: dict[str, dict], dump_pairs) -> None:
 
 
 def _comparable(a: dict, b: dict) -> bool:
-    return not a["metric"] or not b["metric"] or a["metric"] == b["metric"]
+    return not a["metric"] or not b["metric"] or same_metric(a["metric"], b["metric"])
+
+
+def _outweighed_drop(by_stage: dict[str, dict], status_of: dict[str, str],
+                     walk: _Walk) -> dict | None:
+    """R4.8: the first abnormal stage when its drop is under twice the tolerance and a later
+    step between evaluated stages loses at least five times as much (None otherwise)."""
+    first = next((s for s in STAGES if status_of[s] == "abnormal"), "")
+    fact = by_stage.get(first, {})
+    if fact.get("basis") != "compared" or \
+            fact["basis_drop"] >= SMALL_DROP * fact["basis_limit"] - EPSILON:
+        return None
+    later = _largest_step_after(by_stage, first, walk)
+    if later is None or later["drop"] < LARGER_STEP * fact["basis_drop"] - EPSILON:
+        return None
+    ref = by_stage[fact["reference"]]
+    between = _between(ref["stage"], first)
+    stage, suspect = step_stage(ref["stage"], first, len(between),
+                                between[0] if between else "")
+    return {"type": "unconfirmed_drop", "from": ref["stage"], "to": first,
+            "gap": len(between), "from_value": ref["value"], "to_value": fact["value"],
+            "drop": fact["basis_drop"], "limit": fact["basis_limit"],
+            "stage": stage, "suspect": suspect,
+            "later_from": later["from"], "later_to": later["to"], "later_drop": later["drop"],
+            # "18 times as much": whole times, never rounded up past what was measured
+            "times": int(later["drop"] / fact["basis_drop"] + EPSILON),
+            "source": f"{ref['source']} -> {fact['source']}"}
+
+
+def _largest_step_after(by_stage: dict[str, dict], first: str, walk: _Walk) -> dict | None:
+    """The largest loss between consecutive evaluated stages from ``first`` on."""
+    start = STAGES.index(first)
+    valued = [by_stage[s] for s in STAGES[start:] if by_stage[s]["has_value"]]
+    steps = []
+    for before, fact in zip(valued, valued[1:], strict=False):
+        if _comparable(before, fact):
+            loss, _, decimals = _step_loss(before, fact, walk)
+            steps.append({"from": before["stage"], "to": fact["stage"],
+                          "drop": round(loss, decimals)})
+    return max(steps, key=lambda step: step["drop"], default=None)
+
+
+def _step_loss(before: dict, fact: dict, walk: _Walk) -> tuple[float, float, int]:
+    """(loss, tolerance, decimals to print it with) of the step between two evaluated
+    stages; the tolerance is taken on the earlier value."""
+    higher, _ = walk.direction(fact["metric"] or before["metric"])
+    decimals = max(_decimals(before["value"]), _decimals(fact["value"]))
+    return (_loss(before["value"], fact["value"], higher),
+            _limit(walk.tolerance, before["value"]), decimals)
 
 
 def _rises(by_stage: dict[str, dict], walk: _Walk) -> list[dict]:
@@ -240,11 +363,9 @@ def _rises(by_stage: dict[str, dict], walk: _Walk) -> list[dict]:
         if not fact["has_value"]:
             continue
         if before and _comparable(before, fact):
-            higher, _ = walk.direction(fact["metric"] or before["metric"])
-            gain = -_loss(before["value"], fact["value"], higher)
-            limit = _limit(walk.tolerance, before["value"])
+            loss, limit, decimals = _step_loss(before, fact, walk)
+            gain = -loss
             if gain > limit + EPSILON:
-                decimals = max(_decimals(before["value"]), _decimals(fact["value"]))
                 out.append({"type": "stage_rise", "before": before["stage"], "after": stage,
                             "gain": round(gain, decimals), "limit": round(limit, 12),
                             "source": f"{before['source']} -> {fact['source']}"})
@@ -266,10 +387,7 @@ def _steps(by_stage: dict[str, dict], status_of: dict[str, str], walk: _Walk) ->
         if STAGES.index(fact["stage"]) <= start or not _comparable(before, fact) \
                 or before["stage"] == fact["reference"]:
             continue        # a step against the reference is the stage's own drop
-        higher, _ = walk.direction(fact["metric"] or before["metric"])
-        loss = _loss(before["value"], fact["value"], higher)
-        limit = _limit(walk.tolerance, before["value"])
-        decimals = max(_decimals(before["value"]), _decimals(fact["value"]))
+        loss, limit, decimals = _step_loss(before, fact, walk)
         fact.update(step_from=before["stage"], step_drop=round(loss, decimals),
                     step_limit=round(limit, 12), step_decimals=decimals)
         if loss > limit + EPSILON and STAGES.index(before["stage"]) >= start:
@@ -359,6 +477,7 @@ def _both_readings(higher: _Chain, lower: _Chain, metric: str) -> list[dict]:
     stands (the rules conclude from it); otherwise the statuses that depend on the
     direction stay unknown and nothing is concluded from them."""
     (h_stage, h_suspect), (l_stage, l_suspect) = higher.verdict(), lower.verdict()
+    names = higher.other_names      # the names do not depend on the direction
     agree = (h_stage, h_suspect) == (l_stage, l_suspect)
     readings = {"type": "direction_readings", "metric": metric, "agree": agree,
                 "higher_stage": h_stage, "higher_suspect": h_suspect,
@@ -380,7 +499,8 @@ def _both_readings(higher: _Chain, lower: _Chain, metric: str) -> list[dict]:
     status_of = {f["stage"]: f["status"] for f in merged}
     if higher.side and lower.side:
         status_of["calib"] = SIDE
-    return merged + (higher.side if lower.side else []) + [_summary(status_of), readings]
+    return merged + (higher.side if lower.side else []) + [_summary(status_of), readings] \
+        + names
 
 
 def _read_either_way(fact: dict, stages: dict[str, dict]) -> None:
@@ -418,6 +538,31 @@ def _merged_stage(high: dict, low: dict, high_stages: dict[str, dict]) -> dict:
     return fact
 
 
+# --- R4.8: a verdict the default tolerance decided -------------------------------------
+
+def _default_tolerance(case: Case, facts: list[dict]) -> list[dict]:
+    """Without a tolerance in the case, the first status whose loss is close enough to the
+    default tolerance that another tolerance could turn it: the report says which default
+    decided it and how to set the case's own."""
+    if case.get("tolerance"):
+        return []
+    decided = next((f for f in facts if f["type"] == "stage"
+                    and f.get("basis") in ("compared", "unconfirmed_drop")
+                    and _decided_by_tolerance(f["basis_drop"], f["basis_limit"])), None)
+    if decided is None:
+        return []
+    (kind, share), = DEFAULT_TOLERANCE.items()
+    return [{"type": "default_tolerance", "kind": kind, "share": share,
+             "stage": decided["stage"], "reference": decided["reference"],
+             "drop": decided["basis_drop"], "limit": decided["basis_limit"],
+             "status": decided["status"],
+             "source": f"{decided['source']} (no tolerance in case.yaml)"}]
+
+
+def _decided_by_tolerance(loss: float, limit: float) -> bool:
+    return limit / DECIDING_FACTOR < loss < limit * DECIDING_FACTOR
+
+
 # --- R3.2: values of one metric on different scales ----------------------------------
 
 def _effective_metrics(case: Case) -> list[tuple[str, str, float, bool]]:
@@ -445,8 +590,10 @@ def scale_mismatches(case: Case) -> list[dict]:
     scale whatever their ratio (mAP 0.45 -> 0.0045 is a collapse, not a unit). Stages
     whose statuses are all given are not read."""
     by_metric: dict[str, list[tuple[str, float, bool]]] = {}
+    shown: dict[str, str] = {}      # each metric under the name it was first given
     for stage, metric, value, given in _effective_metrics(case):
-        by_metric.setdefault(metric, []).append((stage, value, given))
+        shown.setdefault(metric_key(metric), metric)
+        by_metric.setdefault(shown[metric_key(metric)], []).append((stage, value, given))
     facts = []
     for metric, values in by_metric.items():
         if all(given for _, _, given in values):

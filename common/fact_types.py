@@ -48,6 +48,8 @@ FIX_METRICS = ("Cosine", "L1", "MSE")
 # the layers of one trial in one text field: qualified names joined by this (a name holding
 # a comma is refused when read, so splitting on it gives the names back exactly)
 LAYER_SEPARATOR = ", "
+# knowledge.md §17 R4.5: the step a QuantAnalysis folder speaks for (qa_folder.scope)
+FOLDER_SCOPES = ("unplaced", "located", "recovered", "other_step", "invalid_run", "postprocess")
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,9 @@ def _f(default=0.0):
     return Field("float", None, default)
 
 
+# on the facts read from a QuantAnalysis folder: the folder's qa_folder.drives (R4.5)
+_DRIVES = {"drives": _b(True)}
+
 FACT_TYPES: dict[str, dict[str, Field]] = {
     # one per chain stage, unknown ones included, so rules can say "X is unknown"
     "stage": {"stage": _s(*STAGES), "status": _s(*STATUSES), "metric": _s(default=""),
@@ -110,7 +115,9 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     # the drop: last normal stage L -> first abnormal stage A
     "transition": {"from": _s(*STAGES), "to": _s(*STAGES), "gap": _i(0),
                    "skipped": _s(*STAGES, "", default=""),
-                   "bisect": _s(*STAGES, "", default="")},
+                   "bisect": _s(*STAGES, "", default=""),
+                   # R4.9: the bisection stage has a result under another metric name
+                   "bisect_named_apart": _b()},
     "non_monotonic": {"abnormal": _s(*STAGES), "normal": _s(*STAGES)},
     # from qat on, a stage better than the evaluated stage before it beyond the tolerance
     "stage_rise": {"before": _s(*STAGES), "after": _s(*STAGES), "gain": _f(), "limit": _f()},
@@ -136,6 +143,25 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                      "high": _s(*STAGES), "low": _s(*STAGES), "high_value": _f(),
                      "low_value": _f(), "high_stages": _s(default=""),
                      "low_stages": _s(default="")},
+    # §17 R4.8: the first drop, under twice the tolerance, that a later step at least five
+    # times larger outweighs (times: whole times as large); the chain reads it as normal,
+    # the later step makes the conclusion. stage/suspect name its step as §5 does
+    "unconfirmed_drop": {"from": _s(*STAGES), "to": _s(*STAGES), "gap": _i(0),
+                         "from_value": _f(), "to_value": _f(), "drop": _f(), "limit": _f(),
+                         "stage": _s(*CONCLUSION_STAGES), "suspect": _s(default=""),
+                         "later_from": _s(*STAGES), "later_to": _s(*STAGES),
+                         "later_drop": _f(), "times": _i(0)},
+    # §17 R4.8: no tolerance in the case, and the default one (kind abs|rel, its share or
+    # amount) decided a stage's status: its loss against its reference is close to it
+    "default_tolerance": {"kind": _s("rel", "abs"), "share": _f(), "stage": _s(*STAGES),
+                          "reference": _s(*STAGES), "drop": _f(), "limit": _f(),
+                          "status": _s(*STATUSES)},
+    # §17 R4.9: a stage whose metric name is not the one of the stage it would be compared
+    # with (names compared by collectors/metric_direction.metric_key); one per pair of names.
+    # decides_stage: no stage before it is abnormal, so its value may hold the drop
+    "metric_names": {"stage": _s(*STAGES), "metric": _s(default=""), "value": _f(),
+                     "reference": _s(*STAGES), "reference_metric": _s(default=""),
+                     "reference_value": _f(), "decides_stage": _b()},
     "evidence_summary": {"given": _b(), "sufficient": _b(), "single_frame_only": _b()},
     "evidence": {"kind": _s(*EVIDENCE_KINDS)},
     "case": {"symptom_given": _b(), "badcase": _s("available", "dataset_only", "none", "unknown"),
@@ -179,7 +205,26 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                   "has_compare": _b(), "has_sensitivity": _b(), "has_advisor": _b(),
                   "has_badcase": _b(),
                   # sensitivity tables present, or the probe's manifest says it ran one
-                  "sensitivity_ran": _b()},
+                  "sensitivity_ran": _b(),
+                  # knowledge.md §17 R4.7: a folder of the same comparison (same type, same
+                  # analysed stage) ran one: this comparison's sensitivity is run
+                  "sibling_sensitivity": _b(),
+                  # knowledge.md §17 R4.5: which step the folder speaks for. located: its
+                  # comparison spans the located drop (drop_from -> drop_to); unplaced: no
+                  # drop is located, or its comparison is unknown; recovered: it compares
+                  # the calibration loss QAT recovered; other_step: another step;
+                  # invalid_run: a torch-vs-bc run made in one run where it needs two
+                  # (R3.5); postprocess: the compared model holds its post-processing
+                  # (R4.3). drives: its readings drive origin findings, remedies and
+                  # bc_editor targets (located or unplaced only)
+                  "scope": _s(*FOLDER_SCOPES, default="unplaced"), "drives": _b(True),
+                  "drop_from": _s(*STAGES, "", default=""),
+                  "drop_to": _s(*STAGES, "", default=""),
+                  # what its per-layer reading names: the (first) source, or where the
+                  # accumulation starts; "" when it names none
+                  "origin_layer": _s(default=""),
+                  "origin_pattern": _s("", "cliff", "gradual", "accumulation_with_step",
+                                       "two_sources", "outlier", default="")},
     "layer_table": {"analysis": _s(default=""), "rows": _i(0), "compared": _i(0),
                     "mismatch_rows": _i(0), "layout": _s("16", "23", "upper", "other"),
                     "partial": _b(), "abnormal": _b()},
@@ -214,15 +259,16 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                      "settled_by": _s("own_error", "fix_trial", "", default=""),
                      "own_known": _b(), "own_cosine": _f(), "own_qsteps": _f(),
                      "base_min": _f(), "base_max": _f(),
-                     "analy_min": _f(), "analy_max": _f()},
+                     "analy_min": _f(), "analy_max": _f(), **_DRIVES},
     # rows within a few quantization steps, none standing out: quantization noise (R4.1)
     "layer_noise": {"analysis": _s(default=""), "rows": _i(0), "min_cosine": _f(1.0),
                     "max_qsteps": _f(), "start_layer": _s(default=""), "start_row": _i(0),
                     "reading": _s("graph", "row_order", default="row_order"),
-                    "borderline": _b(), "flips": _s(default="")},
+                    "borderline": _b(), "flips": _s(default=""), **_DRIVES},
     # post-processing rows (topk, argmax, sort, nms, index outputs) left out of the search;
     # worst: one of them is the lowest row of the table (R4.3)
-    "layer_postprocess": {"analysis": _s(default=""), "rows": _i(0), "worst": _b()},
+    "layer_postprocess": {"analysis": _s(default=""), "rows": _i(0), "worst": _b(),
+                          **_DRIVES},
     # the kind of error at a source row (order 1: the origin, 2: the second source);
     # numbers whose flag (dtype_known, range_known, range_placed, steps_known,
     # weight_known, own_known) is false are unknown, written 0 (knowledge.md §17 R4.3)
@@ -239,10 +285,10 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                    "steps_known": _b(), "lut_op": _s(default=""), "inputs_clean": _b(),
                    "weight_known": _b(), "weight_sqnr": _f(), "per_tensor": _b(),
                    "channel_ratio": _f(), "weight_poor": _b(), "own_known": _b(),
-                   "own_cosine": _f(), "own_qsteps": _f()},
+                   "own_cosine": _f(), "own_qsteps": _f(), **_DRIVES},
     "layer_worst": {"analysis": _s(default=""), "layer": _s(default=""), "row": _i(0),
                     "cosine": _f(), "atol": _f(), "is_origin": _b(), "has_origin": _b(),
-                    "origin_layer": _s(default=""), "origin_row": _i(0)},
+                    "origin_layer": _s(default=""), "origin_row": _i(0), **_DRIVES},
     "sensitivity_summary": {"analysis": _s(default=""), "output": _s(default=""),
                             "metric": _s(default=""), "rows": _i(0), "top_op": _s(default=""),
                             "top_kind": _s(default="activation"), "top_op_type": _s(default=""),
@@ -258,7 +304,7 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                             # read against compare_per_layer's clear origin (a cliff) of
                             # the same model: "" when there is none
                             "origin_layer": _s(default=""), "top_is_origin": _b(),
-                            "against_origin": _b(), "misses_origin": _b()},
+                            "against_origin": _b(), "misses_origin": _b(), **_DRIVES},
     "advisor_message": {"analysis": _s(default=""), "layer": _s(default=""),
                         "kind": _s(*ADVISOR_KINDS), "op_type": _s(default=""),
                         "message": _s(default="")},

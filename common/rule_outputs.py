@@ -102,7 +102,13 @@ def _check_next_action(a, where: str) -> None:
     if a.get("cost") not in COST_CLASSES:
         _fail(f"next_action needs a cost class ({', '.join(COST_CLASSES)})", where,
               "then.next_action.cost",
-              "verify: evaluate / confirm / check; analyse: no retraining; retrain: needs QAT again")
+              "verify: evaluate / confirm / check; analyse: no retraining; recalibrate: "
+              "prepare and calibrate again; retrain: needs QAT again")
+    # knowledge.md §17 R4.6: what a qconfig change costs while QAT has not run yet
+    if a.get("cost_before_qat") is not None and a["cost_before_qat"] not in COST_CLASSES:
+        _fail(f"next_action cost_before_qat must be a cost class ({', '.join(COST_CLASSES)})",
+              where, "then.next_action.cost_before_qat",
+              "recalibrate: a qconfig change takes effect by calibrating again before QAT")
     if a.get("rank") is not None and a["rank"] not in ACTION_RANKS:
         _fail(f"next_action rank must be one of {', '.join(ACTION_RANKS)}", where,
               "then.next_action.rank",

@@ -14,8 +14,9 @@ ACTION_KINDS = ("evaluate_stage", "quant_analysis", "lut_bisect", "bc_editor", "
                 "hb_verifier", "user_side_checks", "consistency_strategy", "provide_info")
 # knowledge.md §6 rev 2: next actions rank by cost class first, then by rule priority:
 # verify (evaluate a stage, confirm evidence, step-0 checks, fix a checklist item),
-# analyse (QuantAnalysis, bc_editor, hb_verifier, LUT bisection, level 0), retrain.
-COST_CLASSES = ("verify", "analyse", "retrain")
+# analyse (QuantAnalysis, bc_editor, hb_verifier, LUT bisection, level 0), recalibrate (a
+# qconfig change while QAT has not run: prepare and calibrate again, minutes; R4.6), retrain.
+COST_CLASSES = ("verify", "analyse", "recalibrate", "retrain")
 # knowledge.md §16 R3.6: ahead of the cost classes come, in this order, the fix of a failed
 # checklist item, redoing an analysis run that was invalid (R3.5: a torch-vs-bc run made in
 # one run where it needs two), a remedy whose effect was measured on the model (qcdoctor

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from typing import NamedTuple
 
 from qcdoctor import __version__
 from qcdoctor.catalogues import checklist_items
@@ -23,17 +24,15 @@ from qcdoctor.engine.matching.derived import (
 )
 from qcdoctor.engine.matching.rulebook import Rule
 from qcdoctor.engine.matching.runner import Hit, RuleRunner, bundled_runner, canonical, engine_fact
+from qcdoctor.fact_types import STAGES
 from qcdoctor.rule_outputs import Assembly, Fired, collect
 from qcdoctor.text import render
-from qcdoctor.vocabulary import ACTION_RANKS, COST_CLASSES, is_deployment_problem
+from qcdoctor.vocabulary import ACTION_RANKS, COST_CLASSES, analysis_type, is_deployment_problem
+from qcdoctor.wording import labels
 
 REPORT_SCHEMA = "qcdoctor/report-v1"
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 _FALLBACK = {"zh": "没有规则能从现有事实得出阶段。", "en": "No rule could place the problem from the facts given."}
-# R3.7: a remedy that needs QAT says so; after "retrain: no" it is listed as such
-_NEEDS_RETRAINING = {"zh": "【需要重新训练（QAT）】", "en": "[needs retraining (QAT)] "}
-_CANNOT_RETRAIN = {"zh": "【需要重新训练：你已说明不能重训】",
-                   "en": "[needs retraining: you said you cannot retrain] "}
 _LIST = {"zh": "；", "en": "; "}      # what several finer checks need, one after the other
 # a remedy read from the tables, beside one the probe measured (knowledge.md R4.4)
 _NOT_MEASURED = {"zh": "【未实测】", "en": "[not measured] "}
@@ -76,9 +75,13 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
     bound_types = {f["type"] for hit in hits for f in hit.facts.values()}
     with_source = {canonical(engine_fact(f)): f for f in report["facts"]
                    if f["type"] in bound_types}
+    before_qat = stage == "calibration" and _qat_not_run(facts)
+    folders = _folder_comparisons(facts)
     assembly = Assembly(report=report, lang=lang, stage=stage, files=files,
                         winner=conclusion["source"].split()[-1] if conclusion else None,
-                        next_action=lambda fired: _action(fired, case_context, lang))
+                        next_action=lambda fired: _action(fired, case_context, lang,
+                                                          before_qat=before_qat,
+                                                          folders=folders))
     for hit in hits:
         rule, b = hit.rule, hit.facts
         produced = fill(rule.then, b)
@@ -146,29 +149,93 @@ def checklist_section(judged: dict[str, list[dict]], lang: str) -> list[dict]:
 
 
 def _order_actions(actions: list[dict], facts: list[dict], lang: str) -> None:
-    """The smallest verifiable action first: a ranked action (R3.6) ahead of the rest, then
-    by cost class, then by measured effect (the remedy that removed more of the output error
-    first; unmeasured actions have none), then (the sort is stable) by rule priority. A
-    remedy that needs QAT says so, and keeps its cost class (the last) when the user said
-    they cannot retrain (R3.7); beside a measured remedy, one read from the tables is
-    labelled as not measured (R4.4)."""
+    """The smallest verifiable action first (knowledge.md §6 rev 2, R3.6, R4.7): a ranked
+    action (a failed check's fix, an invalid run's redo, a measured remedy, the located op's
+    remedy) ahead of the rest, then by cost class; inside a class the ranked ones lead, then
+    the evaluation of a stage (it splits the gap: before collecting unknown checklist items),
+    then by measured effect (the remedy that removed more of the output error first), then
+    (the sort is stable) by rule priority.
+
+    A remedy that needs QAT says so. It loses its lead, keeping its class (the last), when
+    the user cannot retrain (R3.7); while a cheaper step that confirms or refutes it on the
+    same comparison is pending, it moves to just after that step (R4.7), unless the probe
+    measured it: a fix trial on the bad case has confirmed it already. Beside a measured
+    remedy, one read from the tables is labelled as not measured (R4.4)."""
     cannot_retrain = any(f["type"] == "case" and f.get("retrain") == "no" for f in facts)
-    label = (_CANNOT_RETRAIN if cannot_retrain else _NEEDS_RETRAINING)[lang]
-    measured = any(action.get("rank") == "measured" for action in actions)
-    keys = {}
+    words = labels()[lang]["cost_label"]
+    keys = {id(action): _OrderKeys.pop_from(action) for action in actions}
+    measured = any(key.rank == "measured" for key in keys.values())
+    order, waiting = {}, []
     for action in actions:
-        rank = action.pop("rank", None)          # ordering only: not part of the report
+        rank, _, reads, effect = keys[id(action)]
         if measured and rank == "located":       # the measured remedy leads; this one follows
             action["text"] = _NOT_MEASURED[lang] + action["text"]
-        # a measured remedy's share of the output error removed: the larger first
-        effect = _effect(action.pop("effect", None))
+        lead = rank
         if action["cost"] == "retrain":
-            action["text"] = label + action["text"]
+            action["text"] = words["cannot_retrain" if cannot_retrain else "retrain"] + action["text"]
             if cannot_retrain:
-                rank = None
-        keys[id(action)] = (ACTION_RANKS.index(rank) if rank else len(ACTION_RANKS),
-                            COST_CLASSES.index(action["cost"]), -effect)
-    actions.sort(key=lambda action: keys[id(action)])
+                lead = None
+            elif rank and rank != "measured" and _confirmations(reads, actions, keys):
+                # a measured remedy was confirmed on the bad case already (R4.4)
+                waiting.append(action)
+        elif action["cost"] == "recalibrate":
+            action["text"] = words["recalibrate"] + action["text"]
+        order[id(action)] = (_rank_index(lead), COST_CLASSES.index(action["cost"]),
+                             _rank_index(rank) if rank else _class_order(action), -effect)
+    actions.sort(key=lambda action: order[id(action)])
+    # the last one first: remedies that wait for the same step keep their order after it
+    for remedy in sorted(waiting, key=actions.index, reverse=True):
+        _move_after(remedy, _confirmations(keys[id(remedy)].reads, actions, keys), actions)
+
+
+class _OrderKeys(NamedTuple):
+    """What orders an action and is no part of the report: its rank, the comparison it runs
+    (a QuantAnalysis or probe run, level 0) and the one it reads (a remedy's folder), and
+    the share of the output error a measured remedy removed."""
+    rank: str | None
+    runs: tuple | None
+    reads: tuple | None
+    effect: float
+
+    @classmethod
+    def pop_from(cls, action: dict) -> _OrderKeys:
+        return cls(action.pop("rank", None), action.pop("runs", None), action.pop("reads", None),
+                   _effect(action.pop("effect", None)))
+
+
+def _rank_index(rank: str | None) -> int:
+    return ACTION_RANKS.index(rank) if rank else len(ACTION_RANKS)
+
+
+def _class_order(action: dict) -> int:
+    """Inside a cost class, after the ranked actions: a stage to evaluate splits the gap,
+    so it comes before the rest (collecting unknown checklist items among them, R3.6)."""
+    return len(ACTION_RANKS) + (action["kind"] != "evaluate_stage")
+
+
+def _confirmations(comparison: tuple | None, actions: list[dict], keys: dict) -> list[dict]:
+    """R4.7: the cheaper steps listed that run the comparison a remedy needing QAT was read
+    from: they confirm or refute it on the same bad case. A step is listed only while it
+    is pending, as its rule reads the facts: the comparison's sensitivity not run (the
+    QuantAnalysis of that stage), no fix trial where qcdoctor probe could run one, level 0
+    not tried where retraining is not allowed or not known to be."""
+    retrain = COST_CLASSES.index("retrain")
+    return [other for other in actions if COST_CLASSES.index(other["cost"]) < retrain
+            and _same_comparison(comparison, keys[id(other)].runs)]
+
+
+def _move_after(action: dict, steps: list[dict], actions: list[dict]) -> None:
+    """Put ``action`` just after the last of ``steps`` when it stands before it."""
+    here, last = actions.index(action), max(actions.index(step) for step in steps)
+    if here < last:
+        actions.insert(last, actions.pop(here))
+
+
+def _same_comparison(one: tuple | None, other: tuple | None) -> bool:
+    """One analysis type, and the same analysed stage where both are known (fake_quant
+    compares calib, or the QAT model, with float)."""
+    return one is not None and other is not None and one[0] == other[0] and \
+        (not one[1] or not other[1] or one[1] == other[1])
 
 
 def _effect(value) -> float:
@@ -180,23 +247,63 @@ def _effect(value) -> float:
     return number if math.isfinite(number) else 0.0
 
 
-def _action(fired: Fired, case_context: dict, lang: str) -> dict:
+def _action(fired: Fired, case_context: dict, lang: str, *, before_qat: bool = False,
+            folders: dict | None = None) -> dict:
     action = fired.produced["next_action"]
     if "layers" in action:
         # the layers the code sets, filled from the facts as collected: the engine's copy
         # of a long text is cut, and the code must name every layer
         collected = dict(zip(fired.bindings, fired.bound, strict=True))
         action = {**action, "layers": fill(fired.rule.then["next_action"]["layers"], collected)}
+    if before_qat and action.get("cost_before_qat"):
+        # R4.6: before QAT a qconfig change takes effect by preparing and calibrating again
+        action = {**action, "cost": action["cost_before_qat"]}
     out = {"id": action["id"], "kind": action["kind"], "cost": action["cost"]}
     for key in ("analysis_model_type", "baseline", "analysis", "stage_to_evaluate", "rank",
                 "effect"):
         if action.get(key):
             out[key] = action[key]
+    # ordering only, like rank and effect: the comparison the action runs, or reads
+    out["runs"] = _comparison_run(action)
+    out["reads"] = (folders or {}).get(_folder(fired.bound))
     out["text"] = fired.message
     if action.get("snippet"):
         out["code"] = render_snippet(action["snippet"], action, case_context, lang=lang)
     out["rule"] = fired.rule.id
     return out
+
+
+# facts whose ``analysis`` field is a QuantAnalysis (or probe) output folder
+_FOLDER_FACTS = ("qa_folder", "layer_origin", "error_kind", "sensitivity_summary", "fix_trials")
+
+
+def _folder_comparisons(facts: list[dict]) -> dict[str, tuple[str, str]]:
+    """Each output folder's comparison: (analysis type, analysed stage; "" when unknown)."""
+    return {f["analysis"]: (f["comparison"], f.get("analysis_stage", "")) for f in facts
+            if f["type"] == "qa_folder" and f.get("comparison", "unknown") != "unknown"}
+
+
+def _comparison_run(action: dict) -> tuple[str, str] | None:
+    """The comparison a QuantAnalysis or probe run makes; level 0 exports and converts the
+    existing checkpoint again: the convert comparison. None for the other actions."""
+    if action.get("analysis_model_type"):
+        analysed = action.get("analysis") or ""
+        return analysis_type(action["analysis_model_type"], analysed), analysed
+    if action["kind"] == "consistency_strategy" and action.get("level") == 0:
+        return "convert", "quantized_bc"
+    return None
+
+
+def _folder(bound: list[dict]) -> str | None:
+    """The output folder whose tables a rule read, if it read one."""
+    return next((f["analysis"] for f in bound if f["type"] in _FOLDER_FACTS), None)
+
+
+def _qat_not_run(facts: list[dict]) -> bool:
+    """No stage from qat on has a result: there is no trained QAT model yet (R4.6)."""
+    trained = STAGES[STAGES.index("qat"):]
+    return not any(f["type"] == "stage" and f["stage"] in trained
+                   and (f["status"] != "unknown" or f.get("has_value")) for f in facts)
 
 
 def max_severity(report: dict) -> int:

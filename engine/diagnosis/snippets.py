@@ -153,6 +153,8 @@ def snippet_context(action: dict, case_context: dict, lang: str = "en") -> dict:
     stage = action.get("stage_to_evaluate")
     out_dir = _out_dir(action.get("out_dir") or case_context.get("out_dirs", {}).get(kind)
                        or f"qa_{kind or 'analysis'}")
+    # knowledge.md §17 R4.6: before QAT has run, a qconfig change is calibrated again
+    recalibrate = action.get("cost") == "recalibrate"
     return {
         **case_context,
         "action": action,
@@ -183,6 +185,8 @@ def snippet_context(action: dict, case_context: dict, lang: str = "en") -> dict:
         "layers": _layers(action),
         "lut_ops": [op for op in str(action.get("ops", "")).split(",") if op],
         "limit": _number(action.get("limit")),
+        "recalibrate": recalibrate,
+        "prepared": identifier("calib_model" if recalibrate else "qat_pt"),
     }
 
 

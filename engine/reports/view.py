@@ -4,6 +4,7 @@ computed once from the Diagnosis."""
 from __future__ import annotations
 
 from qcdoctor.collectors.environment import THIS_MACHINE
+from qcdoctor.collectors.metric_direction import metric_key
 from qcdoctor.fact_types import STAGES
 from qcdoctor.text import render as fill
 from qcdoctor.vocabulary import CONCLUSION_LABELS, is_deployment_problem, stage_label
@@ -324,14 +325,15 @@ def _step(stage_fact: dict, L: dict, lang: str) -> str:
 
 
 def _directions(stages: dict, L: dict) -> list[str]:
-    """The metric direction used for each compared metric, and why (knowledge.md §5 rev 2)."""
+    """The metric direction used for each compared metric, and why (knowledge.md §5 rev 2);
+    one line per metric however its name is spelt (``mAP``, ``map``: R4.9)."""
     seen = {}
     for f in stages.values():
         if f.get("direction"):
             metric = f.get("metric") or (stages.get(f["reference"], {}).get("metric")) or "-"
-            seen.setdefault((metric, f["direction"], f["direction_from"]), None)
+            seen.setdefault((metric_key(metric), f["direction"], f["direction_from"]), metric)
     return [L["direction"].format(metric=m, way=L["direction_way"][d], why=L["direction_why"][w])
-            for m, d, w in seen]
+            for (_, d, w), m in seen.items()]
 
 
 def _consistency_line(report: dict, L: dict) -> str:

@@ -1,6 +1,7 @@
-"""Every row of knowledge.md §5, §7 and §10 has the rules that decide it, and every source
-the row can come from (case.yaml, the compile script, the hb_compile YAML, dumps,
-profiler files) has a case that fires them and one that keeps them quiet.
+"""Every row of knowledge.md §5, §7 and §10, and every decision of §17 from R4.5 on, has the
+rules that decide it, and every source the row can come from (case.yaml, the compile
+script, the hb_compile YAML, dumps, profiler files) has a case that fires them and one
+that keeps them quiet.
 
 The map is data (tests/coverage/knowledge_rows.yaml); each example is built as a case
 folder and triaged in full, so a source the collectors stop reading fails here.
@@ -22,7 +23,8 @@ from qcdoctor.engine.diagnosis.triage import triage_case
 from qcdoctor.engine.matching.rulebook import load_rules
 from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES
 from tests.paths import SHARED, TESTS
-from tests.qa.writers import layer, write_compare
+from tests.qa import scenarios
+from tests.qa.writers import layer, write_compare, write_sensitivity
 
 MAP_FILE = TESTS / "coverage" / "knowledge_rows.yaml"
 MAP = yaml.safe_load(MAP_FILE.read_text(encoding="utf-8"))
@@ -36,14 +38,19 @@ MATERIAL = {"compile_script": "script", "hb_compile_yaml": "config", "dumps": "d
             "profiler": "profiler"}
 SCRIPT_PATH, CONFIG_PATH = "deploy/compile_model.py", "config.yaml"
 EXPECT_KEYS = {"stage", "suspect", "determined", "checklist", "missing", "no_missing",
-               "consistency", "actions", "evaluate", "facts"}
+               "consistency", "actions", "no_actions", "evaluate", "facts", "costs", "order"}
+SECTIONS = ("§5", "§7", "§10", "§17")
+# knowledge.md §17's decisions the map covers: revision 4's from R4.5 on (R4.1-R4.4, the
+# layer reading, are proven on layer tables and real networks: tests/collectors,
+# tests/probe)
+MAPPED_DECISIONS = ("R4.5", "R4.6", "R4.7", "R4.8", "R4.9", "R4.10")
 EXAMPLE_KEYS = {"base", "case", "script", "config", "dumps", "profiler", "expect"}
 
 
 def _examples():
     for row_id, row in ROWS.items():
         for source, spec in row["sources"].items():
-            for kind in ("fires", "quiet"):
+            for kind in ("fires", "quiet", "contrast"):
                 if kind in spec:
                     yield pytest.param(row_id, source, kind, id=f"{row_id}-{source}-{kind}")
 
@@ -95,15 +102,18 @@ QUANT_STUB = ("horizon_plugin_pytorch.quantization.stubs.QuantStub",
 
 
 def write_profiler(folder: Path, spec: dict) -> dict:
-    """A QuantAnalysis folder whose input QuantStubs carry ``stub_scales``; the
-    analyses_run entry that names it."""
+    """A QuantAnalysis folder whose input QuantStubs carry ``stub_scales``, its layers a
+    reading of tests/qa/scenarios (``rows``); the analyses_run entries that name it and
+    its ``sensitivity_folder``, if any."""
     kind = spec["analysis"]
-    out = folder / f"qa_{kind}"
-    scales = spec["stub_scales"]
+    out = folder / spec.get("folder", f"qa_{kind}")
+    scales = spec.get("stub_scales", [])
     if spec.get("table", "compare") == "compare":
         rows = [layer(f"quant{i}", 0.99999, op=QUANT_STUB[0], analy_op=QUANT_STUB[1],
                       qscale=s, atol=s / 2) for i, s in enumerate(scales)]
-        rows += [layer(f"backbone.conv{i}", 0.9999 - i * 1e-4) for i in range(4)]
+        # the layers after the stubs: clean, or a reading of tests/qa/scenarios
+        rows += getattr(scenarios, f"{spec['rows']}_rows")() if "rows" in spec else \
+            [layer(f"backbone.conv{i}", 0.9999 - i * 1e-4) for i in range(4)]
         write_compare(out, rows)
     else:
         stat = out / "analysis_model"
@@ -118,7 +128,16 @@ def write_profiler(folder: Path, spec: dict) -> dict:
                       "-1.0", "1.0", "0.0", "0.3", "torch.Size([1, 3, 8, 8])"]]
         (stat / "statistic.txt").write_text(psql(header, rows, index=False), encoding="utf-8")
     baseline, analysis = ANALYSIS_TYPE_STAGES[kind]
-    return {"type": kind, "baseline": baseline, "analysis": analysis, "out_dir": out.name}
+    # ``run``: the analyses_run entry's other keys (sensitivity, separate_runs, stages)
+    runs = [{"type": kind, "baseline": baseline, "analysis": analysis, "out_dir": out.name,
+             **spec.get("run", {})}]
+    if "sensitivity_folder" in spec:
+        # the comparison's sensitivity run in a folder of its own (qa_convert_sens)
+        sens = folder / spec["sensitivity_folder"]
+        write_sensitivity(sens, scenarios.sens_rows([("head.bbox.conv", 0.3), ("pre.1", 0.02),
+                                                     ("pre.2", 0.01), ("pre.3", 0.0)]))
+        runs.append({**runs[0], "out_dir": sens.name, "sensitivity": True})
+    return runs
 
 
 def build_case(folder: Path, example: dict) -> Path:
@@ -137,9 +156,10 @@ def build_case(folder: Path, example: dict) -> Path:
     if "dumps" in example:
         data.setdefault("artifacts", {})["dumps"] = write_dumps(folder, example["dumps"])
     if "profiler" in example:
-        run = write_profiler(folder, example["profiler"])
-        data.setdefault("analyses_run", []).append(run)
-        data.setdefault("artifacts", {}).setdefault("quant_analysis", []).append(run["out_dir"])
+        for run in write_profiler(folder, example["profiler"]):
+            data.setdefault("analyses_run", []).append(run)
+            data.setdefault("artifacts", {}).setdefault("quant_analysis", []).append(
+                run["out_dir"])
     text = yaml.safe_dump({"schema": "qcdoctor/case-v1", **data}, allow_unicode=True)
     (folder / "case.yaml").write_text(text, encoding="utf-8")
     return folder
@@ -167,10 +187,13 @@ def test_every_entry_names_existing_rules_and_both_examples_per_source():
     problems += [f"{i}: id used twice" for i in {i for i in ids if ids.count(i) > 1}]
     for row in MAP["rows"]:
         where = row.get("id", "?")
-        if row.get("section") not in ("§5", "§7", "§10"):
+        if row.get("section") not in SECTIONS:
             problems.append(f"{where}: section {row.get('section')!r}")
         if not row.get("quote"):
             problems.append(f"{where}: no quote of the row")
+        if row.get("section") == "§17" and row.get("decision") not in MAPPED_DECISIONS:
+            problems.append(f"{where}: decision {row.get('decision')!r} is not one of "
+                            f"{', '.join(MAPPED_DECISIONS)}")
         if not row.get("rules"):
             problems.append(f"{where}: no rule decides it")
         problems += [f"{where}: rule {r} does not exist" for r in row.get("rules", [])
@@ -186,7 +209,9 @@ def test_every_entry_names_existing_rules_and_both_examples_per_source():
             if not narrowed or not set(narrowed) <= set(row.get("rules", [])):
                 problems.append(f"{where}/{source}: rules {narrowed} are not the entry's")
             covered |= set(narrowed)
-            for kind in ("fires", "quiet"):
+            # a decision about what an action is (its cost, its place) rather than whether a
+            # rule fires has a contrast: the same rules fire, and the expectation differs
+            for kind in ("fires", "contrast" if "contrast" in spec else "quiet"):
                 example = spec.get(kind)
                 if not isinstance(example, dict):
                     problems.append(f"{where}/{source}: no {kind} example")
@@ -215,7 +240,7 @@ def _example_problems(where: str, source: str, example: dict) -> list[str]:
 
 def test_known_gaps_are_stated_not_covered():
     for gap in MAP.get("known_gaps", []):
-        assert gap["quote"] and gap["why"] and gap["section"] in ("§5", "§7", "§10")
+        assert gap["quote"] and gap["why"] and gap["section"] in SECTIONS
         assert "rules" not in gap and "sources" not in gap, gap["id"]
 
 
@@ -288,6 +313,13 @@ def test_every_item_of_section_10_is_mapped(knowledge):
     assert set(items) == mapped, f"§10 items vs entries: {sorted(set(items) ^ mapped)}"
 
 
+def test_every_mapped_decision_of_section_17_is_mapped(knowledge):
+    decisions = re.findall(r"^\*\*(R4\.\d+) ", _section(knowledge, 17), re.M)
+    assert set(MAPPED_DECISIONS) <= set(decisions), decisions
+    mapped = {r["decision"] for r in MAP["rows"] if r["section"] == "§17"}
+    assert mapped == set(MAPPED_DECISIONS), sorted(set(MAPPED_DECISIONS) ^ mapped)
+
+
 # --- each example, triaged in full --------------------------------------------------------
 
 @pytest.mark.parametrize("row_id,source,kind", list(_examples()))
@@ -296,7 +328,7 @@ def test_example(tmp_path, row_id, source, kind):
     example = row["sources"][source][kind]
     report = triage(build_case(tmp_path / "case", example))
     rules, hits = source_rules(row, source), fired(report)
-    if kind == "fires":
+    if kind in ("fires", "contrast"):
         assert set(rules) <= hits, f"{sorted(set(rules) - hits)} did not fire"
     else:
         assert not set(rules) & hits, f"{sorted(set(rules) & hits)} fired"
@@ -319,6 +351,14 @@ def _check_expectations(report: dict, expect: dict) -> None:
         assert {k: got.get(k) for k in expect["consistency"]} == expect["consistency"], got
     actions = [a["id"] for a in report["next_actions"]]
     assert set(expect.get("actions", [])) <= set(actions), actions
+    assert not set(expect.get("no_actions", [])) & set(actions), actions
+    costs = {a["id"]: a["cost"] for a in report["next_actions"]}
+    for action, cost in expect.get("costs", {}).items():
+        assert costs.get(action) == cost, (action, costs)
+    # ``order``: these actions listed, each before the next
+    order = expect.get("order", [])
+    assert set(order) <= set(actions), (order, actions)
+    assert [a for a in actions if a in order] == order, actions
     evaluated = {a.get("stage_to_evaluate") for a in report["next_actions"]}
     assert set(expect.get("evaluate", [])) <= evaluated, evaluated
     for wanted in expect.get("facts", []):

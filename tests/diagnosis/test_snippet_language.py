@@ -66,6 +66,12 @@ def _variants() -> list[tuple[str, dict]]:
     variants += [("measured_fix", {"fix": fix, "layers": f"{AWKWARD}, backbone.s3.conv",
                                    "rank": rank})
                  for fix in FIX_KINDS for rank in ("measured", "located")]
+    # a qconfig change before QAT has run is calibrated again (knowledge.md §17 R4.6)
+    variants += [(name, {**action, "cost": "recalibrate"}) for name, action in variants
+                 if name in ("fixed_scale", "qint16", "measured_fix")]
+    variants += [("export_state_check", {}),
+                 ("probe_fix_trials", {"analysis_model_type": "fake_quant", "baseline": "float",
+                                       "analysis": "calib", "out_dir": "qa_probe_fixes"})]
     variants += [(name, {"layer": value, "out_dir": value, "ops": value})
                  for name in _names() for value in HOSTILE[::3]]
     return variants
@@ -320,11 +326,13 @@ ENGLISH_DIGESTS = {
     "convert_analysis": "92ffbf8a6efc93a8b5a697b6f8dba11c1ea18014cfcf1573069d7e992ff8fbbf",
     "convert_sensitivity": "dba4cd08b87f0fe7fb536e90159dbe6993812fbaab82235b647d584c793caebf",
     "evaluate_stage": "8acc270c2bcaa9d5a7a616fb57549900cf7731acf3b09af9062871a0243c01ba",
-    "fixed_scale": "c69595d1c88b9fccaec333e4ac5c86fc7f5f82ad2f4846e95809455c7b7ae6de",
+    "export_state_check": "d543e622dad026ff0b5ac37c7af03e71f4a150a9932c5bba2420564bb8e163fc",
+    "fixed_scale": "9c73cee30c7519ea895e390a4e890db6b1b269eccc1583fa9d23a8e0f1a2b139",
     "lut_bisect": "32794c021088bf76ef860aa4aa44bf18f96c9d548099c53a53de2d2c17cafe8a",
-    "measured_fix": "6b93505cf549f736280bab0a0e6ac117bef5dbfbfdcfe85e8c6c02792ffebd8a",
+    "measured_fix": "0c66c5579090591fb7a40d6ad8101654cf1a820ec14d6c9423c0e3d9fa359775",
+    "probe_fix_trials": "478091988923fdeabc54f2177b5507a698d0cd9b8067d4eaa3abf8e2b90fac19",
     "qdq_compare": "591f42a9e8e5c29861aad77b65c8cc392b1cbfc110798a0ded9a4eeaf1575b8f",
-    "qint16": "e6232aba2c8cce9f772a31f62c46cb1e370bf9f4041c1ac1d2fcd72fbb5c156b",
+    "qint16": "cd495ed7924ddfa17106fac759d575fde2a5feb524e93fd9b3675fe0b5dd8e1f",
     "quant_analysis": "34fdecd8196201f57d4926b9598dbd90a1f99b76cf94d76437e27e5cafb9fdc1",
     "user_side_checks": "44845b5c9ed8d4ae29fdeb8a17c16ba8aa9db49f3e61129d3137dc06d09ba863",
 }

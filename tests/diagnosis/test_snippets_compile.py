@@ -84,7 +84,14 @@ def test_every_template_and_variant_compiles(context):
     variants += [("qint16", {"layer": AWKWARD}),
                  ("lut_bisect", {"ops": f"{AWKWARD},backbone.exp"}), ("lut_bisect", {}),
                  ("convert_analysis", {}), ("bc_editor", {}), ("qdq_compare", {}),
-                 ("user_side_checks", {})]
+                 ("user_side_checks", {}), ("export_state_check", {}),
+                 ("probe_fix_trials", {"analysis_model_type": "fake_quant", "baseline": "float",
+                                       "analysis": "qat"})]
+    # a qconfig change before QAT has run is calibrated again (knowledge.md §17 R4.6)
+    variants += [(snippet, {**action, "cost": "recalibrate"}) for snippet, action in variants
+                 if snippet in ("fixed_scale", "qint16")]
+    variants += [("measured_fix", {"fix": fix, "layers": AWKWARD, "cost": cost})
+                 for fix in ("fixed_scale", "per_channel", "int16") for cost in ("recalibrate", "retrain")]
     for snippet, action in variants:
         _compiles(render_snippet(snippet, {"id": snippet, **action}, context), snippet)
 

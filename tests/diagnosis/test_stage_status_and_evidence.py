@@ -311,10 +311,13 @@ def test_a_one_run_export_analysis_with_a_task_list_still_gets_a_next_step():
     report = triage_dict(_case({"qat_export": N, "qat_bc": A}, has_task_input=True,
                                analyses_run=[run], user_checks=CONFIRMED))
     ids = [a["id"] for a in report["next_actions"]]
-    assert ids[0] == "qa_export_two_runs" and "export_graph_inspection" in ids
+    # knowledge.md §17 R4.5: the invalid run drives nothing but its redo
+    assert ids[0] == "qa_export_two_runs" and "export_graph_inspection" not in ids
     assert "run(run_baseline_model=False" in report["next_actions"][0]["code"]
+    # the export state stated: no step-0 state check beside it (knowledge.md §17 R4.10)
     done = triage_dict(_case({"qat_export": N, "qat_bc": A}, has_task_input=True,
-                             analyses_run=[{**run, "separate_runs": True}], user_checks=CONFIRMED))
+                             analyses_run=[{**run, "separate_runs": True}], user_checks=CONFIRMED,
+                             fake_quant_state="validation"))
     assert [a["id"] for a in done["next_actions"]] == ["export_graph_inspection"]
 
 

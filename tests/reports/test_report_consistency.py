@@ -60,7 +60,30 @@ def _scenario_reports(lang: str, root) -> dict:
         out[f"stages:{i}"] = triage_dict(_case(**stages), lang=lang)
     for name, data in REVIEW_CASES.items():
         out[f"review:{name}"] = triage_dict(data, lang=lang)
+    for name, make in FOLDER_CASES.items():
+        folder = make(root / lang / name)
+        out[f"folder:{name}"] = triage_path(folder, lang=lang, use_env=False)
     return out
+
+
+def _folder_cases() -> dict:
+    """Report shapes of knowledge.md §17 R4.5-R4.7 and R4.10 built as case folders: which
+    analysis speaks for the located step, what a remedy costs at its stage, which step
+    comes first."""
+    from tests.diagnosis import test_remedy_cost_and_order as cost
+    from tests.diagnosis import test_which_analysis_speaks as speaks
+    return {
+        "recovered_calibration_folder": speaks.recovered_calibration_case,
+        "one_run_export": speaks.one_run_export_case,
+        "postprocess_inside": speaks.postprocess_case,
+        "sibling_sensitivity": speaks.split_sensitivity_case,
+        "calibration_before_qat": lambda root: cost.calibration_case(root, cost.BEFORE_QAT),
+        "calibration_qat_trained": lambda root: cost.calibration_case(root, cost.QAT_TRAINED),
+        "convert_retrain_unknown": lambda root: cost.convert_case(root, retrain="unknown"),
+    }
+
+
+FOLDER_CASES = _folder_cases()
 
 
 # shapes the review found contradictions in
@@ -74,6 +97,31 @@ REVIEW_CASES = {
     "unknown_direction": {"evidence": ["dataset_eval"], "stages": {
         "qat_bc": {"metric": "minADE", "value": 1.10},
         "quantized_bc": {"metric": "minADE", "value": 1.31}}},
+    # knowledge.md §17 R4.8: a small first drop that the board step outweighs
+    "small_drop_then_board_step": {"evidence": ["dataset_eval"],
+                                   "symptom": "lane F1 drops on the board", "stages": {
+        "qat": {"metric": "F1", "value": 0.81}, "qat_bc": {"metric": "F1", "value": 0.80},
+        "quantized_bc": {"metric": "F1", "value": 0.80}, "board": {"metric": "F1", "value": 0.62}}},
+    "small_drop_real_step": {"evidence": ["dataset_eval"], "stages": {
+        "qat": {"metric": "F1", "value": 0.81}, "qat_bc": {"metric": "F1", "value": 0.79},
+        "quantized_bc": {"metric": "F1", "value": 0.79}, "board": {"metric": "F1", "value": 0.62}}},
+    "small_drop_later_step_under_five": {"evidence": ["dataset_eval"], "stages": {
+        "qat": {"metric": "F1", "value": 0.81}, "qat_bc": {"metric": "F1", "value": 0.80},
+        "quantized_bc": {"metric": "F1", "value": 0.80}, "board": {"metric": "F1", "value": 0.76}}},
+    # R4.9: one metric under several spellings, and two names to ask about
+    "metric_spelt_two_ways": {"evidence": ["dataset_eval"], "stages": {
+        "qat": {"metric": "mAP", "value": 0.452}, "qat_bc": {"metric": "mAP", "value": 0.449},
+        "quantized_bc": {"metric": "map", "value": 0.391}}},
+    "top1_spellings": {"evidence": ["dataset_eval"], "stages": {
+        "qat": {"metric": "Top1 acc", "value": 0.762},
+        "qat_bc": {"metric": "top-1", "value": 0.760},
+        "quantized_bc": {"metric": "top1", "value": 0.701}}},
+    "map_and_nds": {"evidence": ["dataset_eval"], "stages": {
+        "qat": {"metric": "mAP", "value": 0.452}, "qat_bc": {"metric": "mAP", "value": 0.449},
+        "quantized_bc": {"metric": "NDS", "value": 0.391}}},
+    "another_name_after_the_drop": {"evidence": ["dataset_eval"], "stages": {
+        "qat": {"metric": "mAP", "value": 0.452}, "qat_bc": {"metric": "mAP", "value": 0.40},
+        "quantized_bc": {"metric": "NDS", "value": 0.39}}},
 }
 
 
