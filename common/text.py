@@ -1,6 +1,6 @@
 """Render rule messages: ``{name.field}`` reads a bound fact, ``!l`` shows a stage label,
-``!s`` a conclusion stage and ``!w`` an id (checklist item, user check, ...) in words of
-the report language."""
+``!s`` a conclusion stage, ``!w`` an id (checklist item, user check, ...) in words of
+the report language and ``!f`` a failed checklist item as its failure."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ class _Formatter(string.Formatter):
         if conversion == "w":
             from qcdoctor.wording import id_words  # report wording, loaded on first use
             return id_words(value, self.lang)
+        if conversion == "f":
+            from qcdoctor.wording import item_words
+            return item_words(value, "fail", self.lang)
         return super().convert_field(value, conversion)
 
     def format_field(self, value, format_spec):

@@ -30,6 +30,23 @@ def id_words(value, lang: str) -> str:
     return next((words[t][text] for t in _WORD_TABLES if text in words[t]), text)
 
 
+def item_words(item: str, status: str, lang: str) -> str:
+    """A checklist item as its status reads: a failed item states the failure, any other
+    its check (the title)."""
+    from qcdoctor.catalogues import checklist_items
+    spec = checklist_items().get(item)
+    if spec is None:
+        return id_words(item, lang)
+    return spec["failed"][lang] if status == "fail" else spec["title"][lang]
+
+
+def suspect_words(suspect: str, failed: list[str], lang: str) -> str:
+    """The likely cause in words: a failed checklist item as its failure."""
+    if suspect in failed:
+        return item_words(suspect, "fail", lang)
+    return id_words(suspect, lang) if suspect else ""
+
+
 def source_text(source: str, lang: str) -> str:
     """Provenance in the report language: fixed English phrases translated, names kept."""
     if lang != "zh" or not source:

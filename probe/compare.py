@@ -90,6 +90,7 @@ class ProbeResult:
     changed_in_place: list[str] = field(default_factory=list)   # rows that may be wrong
     fix_trials: dict | None = None         # fix_trials.yaml's document (try_fixes)
     stages: tuple[str, str] = ("float", "calib")    # what the two models are (probe_run.yaml)
+    lang: str | None = None                # its display's language (None: the locale's)
 
     @property
     def mostly_unmatched(self) -> bool:
@@ -98,11 +99,11 @@ class ProbeResult:
     def _repr_html_(self) -> str:
         """In a notebook: the summary and the per-layer chart (probe/display.py)."""
         from qcdoctor.probe.display import probe_html
-        return probe_html(self)
+        return probe_html(self, self.lang)
 
     def _repr_markdown_(self) -> str:
         from qcdoctor.probe.display import probe_markdown
-        return probe_markdown(self)
+        return probe_markdown(self, self.lang)
 
 
 def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
@@ -112,7 +113,8 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
                    progress: Callable[[str, int, int], None] | None = None,
                    try_fixes: bool = False, fix_budget: int = fixes.DEFAULT_BUDGET,
                    fix_target=None, fix_metric: str = "Cosine",
-                   stages: tuple[str, str] | None = None) -> ProbeResult:
+                   stages: tuple[str, str] | None = None,
+                   lang: str | None = None) -> ProbeResult:
     """Compare every layer output of ``analysis`` with ``baseline`` on ``inputs`` and write
     compare_per_layer_out.{csv,txt}, the sensitivity tables and probe_run.yaml to ``out_dir``.
 
@@ -136,6 +138,9 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     stages: what the two models are, e.g. ("float", "qat") for a trained QAT model against
     its float one (default: the type's pair, float and calib for fake_quant). Triage
     reads the comparison under these names.
+
+    lang: "zh" or "en", the language the result shows itself in (its summary and chart in
+    a notebook); default: the locale's (docs/reports.md, Language).
     """
     if metric not in METRICS:
         raise QcdoctorError(f"unknown metric {metric!r}", key="metric",
@@ -145,6 +150,8 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
                             key="analysis_model_type",
                             fix=f"use one of {', '.join(ANALYSIS_TYPE_STAGES)}")
     stages = checked_stages(stages, analysis_model_type)
+    from qcdoctor.engine.api.report import checked_language
+    checked_language(lang)
     if names is not None:
         if isinstance(names, (str, bytes)):
             raise QcdoctorError(f"names is one text ({names!r}), not a list of names",
@@ -194,6 +201,7 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     trial_copy = _trial_copy(analysis) if try_fixes else None
     result = _result(out, layers, tables)
     result.stages = stages
+    result.lang = lang
     _write_comparison(out, earlier, result, layers, tables, analysis_model_type, metric)
     try:
         if trial_copy is not None:

@@ -10,14 +10,16 @@ from pathlib import Path
 
 def probe_html(result, lang: str | None = None) -> str:
     """A self-contained HTML fragment: a summary line, the error origin when the layer
-    reading finds one, and the per-layer chart (SVG, no script, no network)."""
+    reading finds one, and the per-layer chart (SVG, no script, no network), with styles
+    scoped to it (the reports' fonts; nothing wider than the notebook's output)."""
     from qcdoctor.collectors.compare_layers import read_folder
     from qcdoctor.collectors.series import layer_series
-    from qcdoctor.engine.reports.locale_language import locale_language
+    from qcdoctor.engine.reports.locale_language import chosen_language
     from qcdoctor.engine.reports.plots import layer_curve
     from qcdoctor.safe_text import visible, visible_data
+    from qcdoctor.templating import render_template
     from qcdoctor.wording import labels
-    lang = lang or locale_language()
+    lang = chosen_language(lang)     # no case here: lang=, else the locale
     words = labels()[lang]["probe"]
     parts = [f"<p>{html.escape(visible(_summary(result, words, lang)))}</p>"]
     table = Path(result.out_dir) / "compare_per_layer_out.csv"
@@ -29,13 +31,15 @@ def probe_html(result, lang: str | None = None) -> str:
             plot = layer_curve(series, 0, labels()[lang])
             parts.append(f'<figure class="plot">{plot.svg}<figcaption id="{plot.id}-caption">'
                          f"{html.escape(plot.caption)}</figcaption></figure>")
+    # the styles last: the summary stays the fragment's first text
+    parts.append(f"<style>{render_template('probe_style.css.j2')}</style>")
     return '<div class="qcdoctor-probe">' + "".join(parts) + "</div>"
 
 
 def probe_markdown(result, lang: str | None = None) -> str:
-    from qcdoctor.engine.reports.locale_language import locale_language
+    from qcdoctor.engine.reports.locale_language import chosen_language
     from qcdoctor.wording import labels
-    lang = lang or locale_language()
+    lang = chosen_language(lang)     # no case here: lang=, else the locale
     return _summary(result, labels()[lang]["probe"], lang)
 
 

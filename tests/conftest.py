@@ -13,6 +13,11 @@ os.environ.setdefault("HYPOTHESIS_PROFILE", "ci")
 # coloured terminal view; the tests that want it set these themselves
 for _colour in ("FORCE_COLOR", "NO_COLOR"):
     os.environ.pop(_colour, None)
+# the developer's locale would pick the language of every case without one (the language
+# rule: docs/reports.md); the tests that want a locale set it themselves
+for _locale in ("LC_ALL", "LC_MESSAGES"):
+    os.environ.pop(_locale, None)
+os.environ["LANG"] = "C.UTF-8"
 
 # the stop signals reach every process the tests start with their default handling,
 # however this run was started: nohup and a shell's background jobs ignore SIGHUP and

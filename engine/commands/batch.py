@@ -52,6 +52,8 @@ class CaseResult:
     suspect: str = ""
     first_action: str = ""
     first_kind: str = ""                # the first action's kind, shown in words
+    first_text: str = ""                # the first action itself, as the report says it
+    first_cost: str = ""                # its cost class (verify, analyse, ...)
     failed: list[str] = field(default_factory=list)
     exit: int = EXIT_OK
     error: str | None = None
@@ -135,19 +137,20 @@ def _result(path: str, report: dict, settings: Settings) -> CaseResult:
     from qcdoctor.engine.diagnosis.diagnose import fails_on
     conclusion = report["conclusion"]
     worse = fails_on(report, settings.fail_on)
+    first = report["next_actions"][0] if report["next_actions"] else {}
     result = CaseResult(
         path, stage=conclusion["stage"], determined=conclusion["determined"],
-        suspect=conclusion["suspect"] or "",
-        first_action=report["next_actions"][0]["id"] if report["next_actions"] else "",
-        first_kind=report["next_actions"][0]["kind"] if report["next_actions"] else "",
-        failed=[c["id"] for c in failed_items(report)],
+        suspect=conclusion["suspect"] or "", first_action=first.get("id", ""),
+        first_kind=first.get("kind", ""), first_text=first.get("text", ""),
+        first_cost=first.get("cost", ""), failed=[c["id"] for c in failed_items(report)],
         exit=EXIT_FINDINGS if worse else EXIT_OK)
     if settings.fmt == "jsonl":
         from qcdoctor.safe_text import json_text  # as --format json: controls escaped
         result.text = json_text(json.dumps(report, ensure_ascii=False)) + "\n"
     elif settings.fmt:
         from qcdoctor.engine.reports.formats import render_output
-        result.text = render_output(report, settings.fmt, audit=settings.audit)
+        result.text = render_output(report, settings.fmt, audit=settings.audit,
+                                    fail_on=settings.fail_on)
     return result
 
 
@@ -203,6 +206,10 @@ class _Workers:
         self._ready: dict[int, CaseResult] = {}
         self._deaths: dict[int, str] = {}       # a case whose worker died once: how
         self._running: list[_Worker] = []
+        # the workers' temporary files (extracted bundles, engine logs) go in a folder of
+        # the batch's own, removed once they are gone: a worker killed before it could
+        # clean up (stopped under load) leaves nothing behind
+        self._scratch: str | None = None
 
     def results(self) -> Iterator[CaseResult]:
         for position in range(len(self._cases)):
@@ -220,8 +227,12 @@ class _Workers:
                 self._give(worker, [self._todo.popleft() for _ in range(take)])
 
     def _start(self) -> _Worker:
+        if self._scratch is None:
+            import tempfile
+            self._scratch = tempfile.mkdtemp(prefix="qcdoctor-batch-")
         ours, theirs = self._context.Pipe()
-        worker = _Worker(self._context.Process(target=_serve, args=(theirs, self._settings),
+        worker = _Worker(self._context.Process(target=_serve,
+                                               args=(theirs, self._settings, self._scratch),
                                                name="qcdoctor-batch"), ours)
         self._running.append(worker)    # before it starts: an interrupt now still ends it
         try:
@@ -287,6 +298,13 @@ class _Workers:
         for worker in self._running:
             _ended(worker, within=3)
         self._running = []
+        self._remove_scratch()
+
+    def _remove_scratch(self) -> None:
+        if self._scratch is not None:
+            import shutil
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def close(self) -> None:
         """After the last result: each worker is told to leave, and waited for."""
@@ -298,6 +316,7 @@ class _Workers:
         for worker in self._running:
             _ended(worker, within=10)
         self._running = []
+        self._remove_scratch()
 
 
 def _ended(worker: _Worker, within: float = 5) -> str:
@@ -332,9 +351,13 @@ def _worker_killed(case: CaseInput, first: str, second: str) -> CaseResult:
     return CaseResult(case.path, exit=EXIT_ERROR, error=error.render())
 
 
-def _serve(conn, settings: Settings) -> None:
+def _serve(conn, settings: Settings, scratch: str | None = None) -> None:
     """A batch worker: chunks of (position, case) in, one (position, result) out per case
-    as soon as it is done, so a worker that dies loses only the case it was on."""
+    as soon as it is done, so a worker that dies loses only the case it was on; its
+    temporary files in ``scratch``, the batch's folder."""
+    if scratch is not None:
+        import tempfile
+        tempfile.tempdir = scratch
     _start_worker()
     while True:
         try:
@@ -405,3 +428,30 @@ def default_jobs() -> int:
 
 def worst_exit(results: list[CaseResult]) -> int:
     return max((r.exit for r in results), default=EXIT_OK)
+
+
+# what a case concluded, one of these each: their counts add up to the batch's cases
+OUTCOMES = ("stage_found", "undetermined", "no_problem", "error")
+
+
+def outcome(row: dict) -> str:
+    """What the case of a summary row concluded: a broken stage found, no stage decided,
+    no consistency problem, or no conclusion at all (the case could not be triaged)."""
+    if row["error"]:
+        return "error"
+    if row["stage"] == "none":
+        return "no_problem"
+    if row["determined"] and row["stage"] != "undetermined":
+        return "stage_found"
+    return "undetermined"
+
+
+def batch_counts(rows: list[dict]) -> dict[str, int]:
+    """The batch in numbers: cases by outcome (together, every case once), and beside
+    them the cases with a failed checklist item and those with a finding at --fail-on."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for row in rows:
+        counts[outcome(row)] += 1
+    return {"total": len(rows), **counts,
+            "failed_checks": sum(bool(row["failed"]) for row in rows),
+            "at_fail_on": sum(row["exit"] == EXIT_FINDINGS for row in rows)}

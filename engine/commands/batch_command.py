@@ -29,7 +29,7 @@ def run_batch_command(args) -> int:
     )
     from qcdoctor.engine.commands.progress import Progress
     from qcdoctor.engine.reports.formats import EXTENSIONS
-    from qcdoctor.engine.reports.locale_language import locale_language
+    from qcdoctor.engine.reports.locale_language import chosen_language
     from qcdoctor.wording import labels
 
     if args.example and args.case:
@@ -52,7 +52,7 @@ def run_batch_command(args) -> int:
                             fix="redirect it: qcdoctor triage ... --format jsonl > reports.jsonl")
     if folder:
         check_output_folder(folder)
-    lang = args.lang or locale_language()
+    lang = chosen_language(args.lang)     # the batch's own lines: no one case's
     cases = find_cases(args.case, args.recursive)
     if folder:      # refused before any case is read: never over what the batch reads
         check_planned_outputs(folder, cases, EXTENSIONS[fmt], fmt == "html",

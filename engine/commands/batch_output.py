@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 from qcdoctor.atomic import TEMPORARY_PREFIX
-from qcdoctor.engine.commands.batch import CaseInput, CaseResult
-from qcdoctor.errors import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, QcdoctorError
+from qcdoctor.engine.commands.batch import CaseInput, CaseResult, batch_counts
+from qcdoctor.errors import EXIT_ERROR, EXIT_OK, QcdoctorError
 
 SUMMARY_SCHEMA = "qcdoctor/batch-summary-v1"
 SUMMARY_FILE = "summary.json"
@@ -235,8 +235,7 @@ def _summary_text(rows: list[dict]) -> str:
 
 
 def index_html(rows: list[dict], lang: str) -> str:
-    from qcdoctor.safe_text import visible
-    from qcdoctor.templating import render_template
+    from qcdoctor.engine.reports.html import render_view
     from qcdoctor.vocabulary import CONCLUSION_LABELS
     from qcdoctor.wording import id_words, labels
     stages = Counter(r["stage"] or "error" for r in rows)
@@ -246,21 +245,89 @@ def index_html(rows: list[dict], lang: str) -> str:
                   "label": words["batch"]["error"] if s == "error" else
                   CONCLUSION_LABELS[lang].get(s, s),
                   "share": n / top} for s, n in stages.most_common()]
+    actions = [_first_action(row, lang) for row in rows]
     # case names and errors made visible: controls and bidi controls as U+FFFD
-    return visible(render_template("batch_index.html.j2", autoescape=True, rows=rows,
-                                   lang=lang, L=words, B=words["batch"],
-                                   histogram=histogram,
-                                   words=lambda value: id_words(value, lang),
-                                   stage_words=lambda s: CONCLUSION_LABELS[lang].get(s, s)))
+    return render_view("batch_index.html.j2", rows=list(zip(rows, actions, strict=True)),
+                       lang=lang, L=words, B=words["batch"], histogram=histogram,
+                       totals=_totals(batch_counts(rows), lang),
+                       words=lambda value: id_words(value, lang),
+                       stage_words=lambda s: CONCLUSION_LABELS[lang].get(s, s))
+
+
+# a first action is shown up to this many columns (a Chinese character takes two)
+_ACTION_COLUMNS = 120
+_SENTENCE_END = re.compile(r"[。；;]|\.(?=\s)")
+# a colon ends the shown part only after this much: before it, it names what follows
+_COLON = re.compile(r"[:：]")
+_COLON_AFTER = 60
+# brackets (and `code` spans) a cut may leave open, each with what closes it
+_CLOSING = (("(", ")"), ("（", "）"), ("[", "]"), ("`", "`"))
+
+
+def _first_action(row: dict, lang: str) -> dict:
+    """The first action as the index shows it: its cost in words, and its text shortened
+    (asides and later clauses left out); the whole text stays for a tooltip."""
+    from qcdoctor.wording import labels
+    text = row["first_text"]
+    cost = labels()[lang]["batch"]["cost"].get(row["first_cost"], "")
+    # a remedy's text leads with its cost, said more precisely (retraining ruled out):
+    # that label is the one shown, once
+    for label in labels()[lang]["cost_label"].values():
+        if text.startswith(label):
+            cost, text = label.strip("【】[] "), text[len(label):]
+    return {"cost": cost, "short": _shortened(text), "full": row["first_text"]}
+
+
+def _shortened(text: str) -> str:
+    """``text`` up to its first sentence's end, cut at a comma or a word to fit
+    _ACTION_COLUMNS and marked with … when anything was left out; a bracket or a `code`
+    span the cut leaves open is closed again."""
+    from qcdoctor.engine.reports.termtext import display_width
+    end = _SENTENCE_END.search(text)
+    short = text[:end.start()] if end else text
+    colon = next((m for m in _COLON.finditer(short)
+                  if display_width(short[:m.start()]) >= _COLON_AFTER), None)
+    short = short[:colon.start()] if colon else short
+    if display_width(short) > _ACTION_COLUMNS:
+        while display_width(short) > _ACTION_COLUMNS - 4:
+            short = short[:-1]
+        short = short[:_last_break(short)].rstrip(" ,，、")
+    short = short.rstrip(" .。")
+    if short == text.rstrip(" .。"):
+        return short
+    for opening, closing in _CLOSING:
+        opened = short.count(opening) - (short.count(closing) if opening != closing else 0)
+        short += closing * (opened % 2 if opening == closing else max(opened, 0))
+    return short + " …"
+
+
+def _last_break(text: str) -> int:
+    """Where to cut ``text``: at its last comma, else its last space, outside brackets and
+    in its second half; else at its end (Chinese without either)."""
+    for breaks in ("，,、", " "):
+        for at in range(len(text) - 1, len(text) // 2, -1):
+            before = text[:at]
+            if text[at] in breaks and before.count("[") == before.count("]") \
+                    and before.count("(") == before.count(")"):
+                return at
+    return len(text)
+
+
+def _totals(counts: dict[str, int], lang: str) -> list[str]:
+    """The batch's counts in words: what the cases concluded, which adds up to all of them,
+    then the cases with a failed checklist item and with a finding at --fail-on."""
+    from qcdoctor.wording import labels
+    B = labels()[lang]["batch"]
+    return [B["outcomes"].format(**counts), B["beside"].format(**counts)]
 
 
 def summary_table(results: list[CaseResult], lang: str) -> str:
     """The summary as aligned columns (display width: Chinese takes two columns), then the
-    totals; a case with a failed checklist item is never counted clean."""
+    totals: what the cases concluded, and beside that their failed checks and findings."""
     from qcdoctor.engine.reports.termtext import display_width
     from qcdoctor.safe_text import one_line
     from qcdoctor.vocabulary import CONCLUSION_LABELS
-    from qcdoctor.wording import id_words, labels
+    from qcdoctor.wording import id_words, item_words, labels, suspect_words
     B = labels()[lang]["batch"]
     L = labels()[lang]
     head = [B[k] for k in ("col_case", "col_stage", "col_determined", "col_suspect",
@@ -275,19 +342,13 @@ def summary_table(results: list[CaseResult], lang: str) -> str:
             # words, as the reports show them (summary.json keeps the ids)
             cells = [r.case, CONCLUSION_LABELS[lang].get(r.stage, r.stage),
                      L["yes"] if r.determined else L["no"],
-                     id_words(r.suspect, lang) if r.suspect else "",
+                     suspect_words(r.suspect, r.failed, lang),
                      id_words(r.first_kind, lang) if r.first_kind else "",
-                     L["list"].join(id_words(f, lang) for f in r.failed), str(r.exit)]
+                     L["list"].join(item_words(f, "fail", lang) for f in r.failed), str(r.exit)]
         body.append([one_line(c) for c in cells])
     widths = [max(display_width(row[i]) for row in [head, *body]) for i in range(len(head))]
 
     def line(cells):
         return "  ".join(c + " " * (w - display_width(c)) for c, w in zip(cells, widths, strict=True)).rstrip()
-    counts = Counter(r.exit for r in results)
-    # clean: no finding at --fail-on and no failed checklist item (counted as the audit does)
-    clean = sum(r.exit == EXIT_OK and not r.failed for r in results)
-    # below --fail-on but with a failed checklist item: neither clean nor a finding
-    checks = sum(r.exit == EXIT_OK and bool(r.failed) for r in results)
-    totals = B["totals"].format(total=len(results), ok=clean, checks=checks,
-                                findings=counts[EXIT_FINDINGS], errors=counts[EXIT_ERROR])
-    return "\n".join([line(head), *(line(row) for row in body), "", *errors, *([""] if errors else []), totals]) + "\n"
+    totals = _totals(batch_counts([r.row() for r in results]), lang)
+    return "\n".join([line(head), *(line(row) for row in body), "", *errors, *([""] if errors else []), *totals]) + "\n"

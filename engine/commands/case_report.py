@@ -53,7 +53,7 @@ def diagnose_and_emit(args, audit: bool) -> int:
         text = render_terminal(report, audit=audit, color=terminal,
                                width=shutil.get_terminal_size().columns)
     else:
-        text = render_output(report, args.format or "md", audit=audit)
+        text = render_output(report, args.format or "md", audit=audit, fail_on=args.fail_on)
     from qcdoctor.engine.commands.output_file import emit
     emit(text, args.output, protected)
     if fails_on(report, args.fail_on):

@@ -24,9 +24,15 @@ def declare(command) -> None:
     from qcdoctor.engine.reports.changes import DIFF_FORMATS
     command.add_argument("--format", choices=DIFF_FORMATS, default="md")
     command.add_argument("-o", "--output", metavar="FILE", help="write the diff here (atomically)")
-    command.add_argument("--lang", choices=("zh", "en"), help="default: the new report's")
+    command.add_argument("--lang", choices=("zh", "en"),
+                         help="the diff's language (default: the new report's, which a "
+                              "case folder takes as triage does); a case folder is "
+                              "triaged in it, texts of a JSON report in another language "
+                              "are named by their rule's title")
     command.add_argument("--fail-on", choices=("regression", "never"), default="never",
-                         help="exit 1 when something got worse")
+                         help="exit 1 when something got worse: a stage turned abnormal or "
+                              "its metric dropped beyond the tolerance, a checklist item "
+                              "failed, a pitfall appeared")
     command.add_argument("--trust-pickles", action="store_true",
                          help="allow .pt files that need full unpickling")
     command.add_argument("--no-env", action="store_true", help=NO_ENV_HELP)
@@ -36,17 +42,21 @@ def declare(command) -> None:
 def run(args, parser) -> int:
     from qcdoctor.engine.diagnosis.report_changes import diff_reports
     from qcdoctor.engine.reports.changes import render_diff
-    (old, old_read), (new, new_read) = load_side(args.old, args), load_side(args.new, args)
-    diff = diff_reports(old, new)
+    # one language for every line: the one asked for, else the new report's (as triage
+    # picks it for a case folder); the old side is then triaged in it too
+    new, new_read = load_side(args.new, args, args.lang)
     lang = args.lang or new["language"]
+    old, old_read = load_side(args.old, args, lang)
+    diff = diff_reports(old, new)
     from qcdoctor.engine.commands.output_file import emit
     emit(render_diff(diff, args.format, lang), args.output, [*old_read, *new_read])
     return EXIT_FINDINGS if args.fail_on == "regression" and diff["regressions"] else EXIT_OK
 
 
-def load_side(given: str, args) -> tuple[dict, list[Path]]:
-    """The report of one side, read from JSON or triaged from a case folder / case.yaml /
-    bundle, and every file read for it: none of them may be written over."""
+def load_side(given: str, args, lang: str | None = None) -> tuple[dict, list[Path]]:
+    """The report of one side, read from JSON or triaged (in ``lang``; None: as triage
+    picks it) from a case folder / case.yaml / bundle, and every file read for it: none
+    of them may be written over."""
     from qcdoctor.collectors.files import check_path_length
     check_path_length(given)
     path = Path(given)
@@ -57,12 +67,12 @@ def load_side(given: str, args) -> tuple[dict, list[Path]]:
     from qcdoctor.collectors.bundle import is_bundle
     from qcdoctor.engine.diagnosis.triage import triage_path
     if is_bundle(path):             # its files are extracted for the time of the run only
-        return triage_path(path, allow_outside=args.allow_outside, **_triage_options(args)), \
-            [path]
-    return _triage_case(path, args)
+        return triage_path(path, allow_outside=args.allow_outside,
+                           **_triage_options(args, lang)), [path]
+    return _triage_case(path, args, lang)
 
 
-def _triage_case(path: Path, args) -> tuple[dict, list[Path]]:
+def _triage_case(path: Path, args, lang: str | None) -> tuple[dict, list[Path]]:
     """A case folder or case.yaml triaged, with case.yaml and every artifact read."""
     from qcdoctor.collectors.case_file import load_case
     from qcdoctor.collectors.files import CaseFiles
@@ -70,12 +80,12 @@ def _triage_case(path: Path, args) -> tuple[dict, list[Path]]:
     outside = tuple(map(Path, args.allow_outside))
     case = load_case(path, outside)
     files = CaseFiles(case.folder, outside)
-    report = triage_case(case, case_files=files, **_triage_options(args))
+    report = triage_case(case, case_files=files, **_triage_options(args, lang))
     return report, [path, case.file, *sorted(files.read)]
 
 
-def _triage_options(args) -> dict:
-    return dict(lang=args.lang, trust_pickles=args.trust_pickles, use_env=not args.no_env)
+def _triage_options(args, lang: str | None) -> dict:
+    return dict(lang=lang, trust_pickles=args.trust_pickles, use_env=not args.no_env)
 
 
 def _read_report(path: Path) -> dict:

@@ -17,16 +17,23 @@ def declare(command) -> None:
     command.add_argument("--copy", nargs=2, metavar=("NAME", "DIR"),
                          help="copy the example NAME into DIR (new or empty) to start a case "
                               "from")
+    command.add_argument("--lang", choices=("zh", "en"),
+                         help="language of the list's heading (default: the locale's; see "
+                              "docs/reports.md, Language); each title is in its case's language")
 
 
 def run(args, parser) -> int:
     if args.copy:
         copy_example(*args.copy)
         return EXIT_OK
+    from qcdoctor.engine.reports.locale_language import chosen_language
+    from qcdoctor.wording import labels
     names = example_names()
     width = max(map(len, names), default=0)
+    print(labels()[chosen_language(args.lang)]["examples"]["heading"])
     for name in names:
-        print(f"{name.ljust(width)}  {example_title(name)}")
+        case = _case_data(name)
+        print(f"  {name.ljust(width)}  {case.get('language', '')}  {case.get('title', '')}")
     return EXIT_OK
 
 
@@ -40,9 +47,13 @@ def example_names() -> list[str]:
 
 
 def example_title(name: str) -> str:
+    return str(_case_data(name).get("title", ""))
+
+
+def _case_data(name: str) -> dict:
+    """The example's case.yaml as read, without checking it (to list it)."""
     from qcdoctor.package_data import safe_yaml
-    data = safe_yaml((_root() / name / "case.yaml").read_text(encoding="utf-8")) or {}
-    return str(data.get("title", ""))
+    return safe_yaml((_root() / name / "case.yaml").read_text(encoding="utf-8")) or {}
 
 
 @contextmanager

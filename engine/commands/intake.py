@@ -17,8 +17,8 @@ def declare(command) -> None:
     complete(command.add_argument("case", nargs="?", default=".",
                                   help="case folder (default: here)"), FOLDERS)
     command.add_argument("--lang", choices=("zh", "en"),
-                         help="question language (default: the case's, else the locale's: "
-                              "LC_ALL / LC_MESSAGES / LANG, zh when they name no language)")
+                         help="question language (default: the case's, else the locale's; see "
+                              "docs/reports.md, Language)")
     command.add_argument("--answers", metavar="FILE",
                          help="answers by question key (e.g. platform.chip: J6E), for scripted "
                               "use")
@@ -31,7 +31,7 @@ def run(args, parser) -> int:
     from qcdoctor.collectors.case_file import CASE_FILE
     from qcdoctor.engine.intake.prompts import LinePrompter, ScriptedPrompter, TerminalPrompter
     from qcdoctor.engine.intake.session import Intake
-    from qcdoctor.engine.reports.locale_language import locale_language
+    from qcdoctor.engine.reports.locale_language import chosen_language
     from qcdoctor.wording import labels
 
     folder = Path(args.case)
@@ -49,14 +49,8 @@ def run(args, parser) -> int:
         prompter, strict = TerminalPrompter(), False
     else:                                       # a pipe, or a terminal without cursor control
         prompter, strict = LinePrompter(show_hint=sys.stdin.isatty()), False
-    lang = args.lang
-    if lang is None:
-        existing = folder / CASE_FILE
-        lang = locale_language()
-        if existing.is_file():
-            from qcdoctor.collectors.case_file import load_case
-            lang = load_case(existing, tuple(Path(p) for p in args.allow_outside)).get(
-                "language", lang)
+    # the case is read for its language only when --lang does not say it
+    lang = chosen_language(args.lang, None if args.lang else _case_language(folder, args))
     intake = Intake(folder, prompter, lang=lang, strict=strict,
                     allow_outside=tuple(Path(p) for p in args.allow_outside))
     try:
@@ -68,3 +62,12 @@ def run(args, parser) -> int:
                                               lang=lang), file=sys.stderr)
         return 130
     return EXIT_OK
+
+
+def _case_language(folder: Path, args) -> str | None:
+    """The language of the case.yaml already in ``folder`` (a resumed session), if any."""
+    from qcdoctor.collectors.case_file import CASE_FILE, load_case
+    existing = folder / CASE_FILE
+    if not existing.is_file():
+        return None
+    return load_case(existing, tuple(Path(p) for p in args.allow_outside)).get("language")

@@ -56,9 +56,11 @@ def batch_options(command: argparse.ArgumentParser) -> None:
 
 # what triage and audit say differently about the options they share
 _CASE_COMMAND_WORDS = {
-    "triage": {"example": "diagnose", "output": "report", "lang": "report language (default: "
-               "the case's, else zh)", "fail_on": "", "pickles": ".pt files that need full "
-               "unpickling (can run code: only for files you trust)"},
+    "triage": {"example": "diagnose", "output": "report",
+               "lang": "report language (default: the case's, else the locale's; see "
+                       "docs/reports.md, Language)",
+               "fail_on": "", "pickles": ".pt files that need full unpickling (can run "
+               "code: only for files you trust)"},
     "audit": {"example": "audit", "output": "audit", "lang": None,
               "fail_on": " (a failed checklist item counts as error)",
               "pickles": ".pt dumps that need full unpickling"},

@@ -26,7 +26,8 @@ def declare(command) -> None:
                          help="larger files are listed in the manifest as left out "
                               "(default 200M)")
     command.add_argument("--lang", choices=("zh", "en"),
-                         help="report language (default: the case's)")
+                         help="language of the bundle's report and of what is printed (default: "
+                              "the case's, else the locale's)")
     command.add_argument("--trust-pickles", action="store_true",
                          help="allow .pt files that need full unpickling")
     command.add_argument("--no-env", action="store_true", help=NO_ENV_HELP)

@@ -65,12 +65,13 @@ def declare(command) -> None:
     command.add_argument("--fix-metric", default="Cosine", choices=("Cosine", "L1", "MSE"),
                          help="model-output metric of the fix trials (default Cosine)")
     command.add_argument("--lang", choices=("zh", "en"),
-                         help="language of the summary (default: from the locale)")
+                         help="language of the summary and progress (default: the locale's; see "
+                              "docs/reports.md, Language)")
 
 
 def run(args, parser) -> int:
     from qcdoctor.engine.commands.progress import Progress
-    from qcdoctor.engine.reports.locale_language import locale_language
+    from qcdoctor.engine.reports.locale_language import chosen_language
     from qcdoctor.text import render as fill
     from qcdoctor.wording import labels
     try:
@@ -81,6 +82,8 @@ def run(args, parser) -> int:
     except ImportError as exc:
         raise QcdoctorError(f"qcdoctor probe needs torch ({exc})",
                             fix="pip install torch==2.13.0 (the CPU build is enough)") from None
+    lang = chosen_language(args.lang)         # no case here: --lang, else the locale
+    words = labels()[lang]["probe"]
     names = [n.strip() for n in args.names.split(",")] if args.names else None
     with _user_code_traced():
         # the options first: loading the models runs the user's code, which can take long
@@ -95,12 +98,10 @@ def run(args, parser) -> int:
         result = compare_models(baseline, analysis, inputs, Path(args.out),
                                 sensitivity=not args.no_sensitivity, metric=args.metric,
                                 names=names, analysis_model_type=args.type,
-                                device=args.device, progress=Progress(),
+                                device=args.device, progress=Progress(verb=words["progress"]),
                                 try_fixes=args.try_fixes, fix_budget=args.fix_budget,
                                 fix_target=args.fix_target, fix_metric=args.fix_metric,
-                                stages=stages)
-    lang = args.lang or locale_language()
-    words = labels()[lang]["probe"]
+                                stages=stages, lang=lang)
     lines = [fill(words["done"], {"rows": len(result.rows), "out": args.out,
                                   "files": len(result.files)}, lang)]
     for side, unmatched in (("baseline", result.baseline_only), ("analysis", result.analysis_only)):

@@ -24,17 +24,20 @@ def declare(command) -> None:
     sub = command.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
     listing = sub.add_parser("list", help="one line per rule")
     listing.add_argument("--format", choices=("md", "json"), default="md")
-    listing.add_argument("--lang", choices=("zh", "en"), default="en")
     docs = sub.add_parser("docs", help="all rules as one Markdown document")
-    docs.add_argument("--lang", choices=("zh", "en"), default="en")
     docs.add_argument("-o", "--output", metavar="FILE", help="write the document here")
     explain = sub.add_parser("explain", help="everything about one rule")
     explain.add_argument("rule_id")
-    explain.add_argument("--lang", choices=("zh", "en"), default="en")
+    for command in (listing, docs, explain):
+        command.add_argument("--lang", choices=("zh", "en"),
+                             help="language (default: the locale's; see docs/reports.md, "
+                                  "Language)")
 
 
 def run(args, parser) -> int:
+    from qcdoctor.engine.reports.locale_language import chosen_language
     from qcdoctor.engine.reports.rule_docs import explain_rule, list_rules, rule_docs
+    args.lang = chosen_language(getattr(args, "lang", None))    # no case: --lang, else locale
     if args.rules_command == "explain":
         _check_rule_id(args.rule_id)
         sys.stdout.write(explain_rule(args.rule_id, args.lang))

@@ -28,7 +28,7 @@ from qcdoctor.fact_types import STAGES
 from qcdoctor.rule_outputs import Assembly, Fired, collect
 from qcdoctor.text import render
 from qcdoctor.vocabulary import ACTION_RANKS, COST_CLASSES, analysis_type, is_deployment_problem
-from qcdoctor.wording import labels
+from qcdoctor.wording import item_words, labels
 
 REPORT_SCHEMA = "qcdoctor/report-v1"
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -123,6 +123,7 @@ def checklist_section(judged: dict[str, list[dict]], lang: str) -> list[dict]:
     own = {item: max((e["status"] for e in evidence), key=STATUS_RANK.__getitem__)
            for item, evidence in judged.items() if evidence}
     rolled = rolled_up(own)
+    read = _kinds_read(judged)
     items = []
     for item, spec in checklist_items().items():
         evidence = sorted(judged.get(item, []), key=lambda e: (-STATUS_RANK[e["status"]], e["rule"]))
@@ -132,20 +133,40 @@ def checklist_section(judged: dict[str, list[dict]], lang: str) -> list[dict]:
         deciding = [{**e, "part": p} for p in parts for e in judged.get(p, [])
                     if e["status"] == status]
         evidence = deciding + evidence
-        entry = {"id": item, "status": status, "evidence": evidence, "title": spec["title"][lang],
-                 "mandatory": spec["mandatory"]}
+        entry = {"id": item, "status": status, "evidence": evidence,
+                 "title": item_words(item, status, lang), "mandatory": spec["mandatory"]}
         if spec["mandatory"]:
-            entry["parts"] = [{"id": p, "status": own[p],
-                               "title": checklist_items()[p]["title"][lang]} for p in parts]
+            entry["parts"] = [{"id": p, "status": own[p], "title": item_words(p, own[p], lang)}
+                              for p in parts]
         if status == "unknown" and parts and own.get(item) not in (None, "unknown"):
             # its own evidence is settled (deploy.postprocess_same given) and only finer
             # checks leave it unknown: it waits on what they need, not on keys it has
-            entry["provide"] = _LIST[lang].join(checklist_items()[p]["provide"][lang]
-                                                for p in parts)
+            entry["provide"] = _LIST[lang].join(_provide(p, read, lang) for p in parts)
         elif status == "unknown":
-            entry["provide"] = spec["provide"][lang]
+            entry["provide"] = _provide(item, read, lang)
         items.append(entry)
     return items
+
+
+def _kinds_read(judged: dict[str, list[dict]]) -> set[str]:
+    """Which deployment inputs the rules read ("script": the compile script, "config": the
+    hb_compile config), from where their evidence was read."""
+    files = {piece.split(":")[0].split(" line ")[0].strip()
+             for evidence in judged.values() for e in evidence for source in e.get("sources", [])
+             for piece in (source or "").split(";")}
+    files = {f for f in files if f and not f.startswith("case.yaml")}
+    return ({"script"} if any(f.endswith(".py") for f in files) else set()) | (
+        {"config"} if any(f.endswith((".yaml", ".yml", ".json")) for f in files) else set())
+
+
+def _provide(item: str, read: set[str], lang: str) -> str:
+    """What decides an unknown item: once its input was read, the facts it lacks by name,
+    never the file again."""
+    spec = checklist_items()[item]
+    after_reading = spec.get("provide_read")
+    if after_reading and after_reading["from"] in read:
+        return after_reading[lang]
+    return spec["provide"][lang]
 
 
 def _order_actions(actions: list[dict], facts: list[dict], lang: str) -> None:

@@ -64,7 +64,8 @@ def case_report(case: Case, facts: list[dict], series: list[dict], hits: list,
                 display_path: str | None = None, full_checklist: bool = False) -> dict:
     """The Diagnosis of a case from its facts and the rules' hits."""
     thresholds, threshold_sources = thresholds_resolved
-    lang = lang or case.get("language", "zh")
+    from qcdoctor.engine.reports.locale_language import chosen_language
+    lang = chosen_language(lang, case.get("language"))
     info = {"path": display_path or str(case.folder or "-"), "title": case.get("title", "")}
     report = build_report(facts, hits, lang=lang, case_info=info,
                           case_context=case_context(case, facts),

@@ -8,8 +8,8 @@ never the highlighted option); everywhere, ``<`` goes back, ``?`` shows help, an
 answer keeps the default or skips, and end of input saves and stops. A default kept with
 Enter is then shown as the answer it became (``> 0.449``, not the offer ``> [0.449]``), and
 an answer read from a pipe is written back, so a transcript reads as a terminal's does.
-``?`` adds what the question's own lines do not say: its help, the answers it takes, and
-what Enter keeps with where that came from. A file of scripted answers is checked whole
+What Enter keeps, and where it came from, is said under the question before Enter can keep
+it. ``?`` adds what the question's own lines do not say: its help and the answers it takes. A file of scripted answers is checked whole
 before the first question: an unknown key or a value its question would refuse is an
 error, asked or not.
 """
@@ -86,6 +86,15 @@ def help_lines(question: Question, lang: str, default, source: str,
     return [line for line in lines if line and line not in shown]
 
 
+def default_origin(default, source: str, lang: str) -> str:
+    """The line under a question that says what Enter keeps and where it came from, shown
+    before Enter can keep it: a value read from the symptom or guessed from a file is never
+    accepted unseen. '' when there is no default, or its origin is not known."""
+    kept = default_text(default)
+    return _words(lang)["help_default"].format(value=kept, source=source) if kept and source \
+        else ""
+
+
 def menu_hint(question: Question, lang: str) -> str:
     """Every key that works in this menu, and only those."""
     w = _words(lang)
@@ -125,13 +134,20 @@ class LinePrompter:
             lines.append(f"  {i}) {choice_words(question, choice, lang)}")
         return lines
 
-    def on_screen(self, question: Question, lang: str) -> set[str]:
+    def on_screen(self, question: Question, lang: str, default=None, source: str = "") -> set[str]:
         """The lines the question showed, which its help never repeats."""
         hint = {_words(lang)["hint"]} if self.show_hint else set()
-        return {question.prompt(lang), question.why[lang], *hint}
+        return {question.prompt(lang), question.why[lang], *hint,
+                default_origin(default, source, lang)}
+
+    def origin(self, default, source: str, lang: str) -> None:
+        line = default_origin(default, source, lang)
+        if line:
+            self.say("  " + line)
 
     def help(self, question: Question, lang: str, default=None, source: str = "") -> None:
-        for line in help_lines(question, lang, default, source, self.on_screen(question, lang)):
+        for line in help_lines(question, lang, default, source,
+                               self.on_screen(question, lang, default, source)):
             self.say("  " + line)
         if not self.show_hint:                # the keys, where the question did not list them
             self.say("  " + _words(lang)["hint"])
@@ -142,6 +158,7 @@ class LinePrompter:
         self.header(question, lang, position)
         for line in self.choice_lines(question, lang):
             self.say(line)
+        self.origin(default, source, lang)
         if self.show_hint:
             self.say("  " + _words(lang)["hint"])
         return self.read(question, lang, default, source)
@@ -200,6 +217,7 @@ class TerminalPrompter(LinePrompter):
     def ask(self, question: Question, lang: str, default, position: str,
             source: str = "") -> Reply:
         self.header(question, lang, position)
+        self.origin(default, source, lang)
         if not question.choices:
             self.say("  " + _words(lang)["hint"])          # under the prompt it belongs to
             return self.read(question, lang, default, source)
@@ -263,7 +281,8 @@ class TerminalPrompter(LinePrompter):
                 elif key == b"n" and multi and question.allow_none:
                     return Reply("answer", "none")
                 elif key == b"?":
-                    shown = {question.prompt(lang), question.why[lang], menu_hint(question, lang)}
+                    shown = {question.prompt(lang), question.why[lang], menu_hint(question, lang),
+                             default_origin(default, source, lang)}
                     drawn = above("\n".join("  " + line for line in help_lines(
                         question, lang, default, source, shown)))
                 elif key == b"\x04":

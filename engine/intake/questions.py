@@ -70,6 +70,8 @@ class Question:
             if not text:
                 raise AnswerError("请输入内容" if zh else "an answer is needed")
             return text
+        if self.type == "metric":
+            return _metric_name(text, zh)
         if self.type in ("choice", "comparison"):
             return self._choice(text, zh)
         if self.type == "multi_choice":
@@ -135,6 +137,16 @@ class Question:
         if self.minimum is not None and value < self.minimum:
             raise AnswerError((f"不能小于 {self.minimum:g}" if zh else f"at least {self.minimum:g}"))
         return value
+
+
+def _metric_name(text: str, zh: bool) -> str:
+    """A metric's name has a letter in it: a number typed here is a value, never a name."""
+    if not text:
+        raise AnswerError("请输入指标名" if zh else "a metric name is needed")
+    if not re.search(r"[^\W\d_]", text):
+        raise AnswerError(f"{text} 是数值，不是指标名；请输入指标名，如 mAP" if zh else
+                          f"{text} is a number, not a metric name; give the name, such as mAP")
+    return text
 
 
 def _question(topic: str, spec: dict, item: dict, argument: str = "") -> Question:

@@ -13,9 +13,11 @@ make them, so the intake never calls itself done while that step waits on them.
 Numbers: a question's number is one more than the questions answered before it, in this
 session or already in case.yaml (an earlier session, the user's own edits, values taken
 from the files), so a resumed session goes on where the last one stopped; a question
-asked again keeps its number. Defaults come with where they came from (shown on ``?``):
-the case's value, the symptom line, the compile script, the march collected for the
-platform. An NV12 height or width is checked as it is typed, by the audit's own rule.
+asked again keeps its number. Defaults come with where they came from, shown under the
+question before Enter can keep them: the case's value, the symptom line (only numbers it
+ties to their stage, engine/intake/symptom_hints.py), the compile script, the march
+collected for the platform. The stage table goes on to the stages the symptom names; an
+evidence answer of a stable bad case answers the bad-case question. An NV12 height or width is checked as it is typed, by the audit's own rule.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from qcdoctor.engine.intake.questions import (
     question_for_key,
     questions_for,
 )
-from qcdoctor.engine.intake.symptom_hints import stage_hints
+from qcdoctor.engine.intake.symptom_hints import read_symptom
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.fact_types import STAGES, USER_CHECKS
 from qcdoctor.vocabulary import CONCLUSION_LABELS, analysis_type
@@ -66,6 +68,9 @@ STEP0_SUMMARY = "user_checks"
 STEP0_KEYS = tuple(f"{STEP0_SUMMARY}.{check}" for check in USER_CHECKS)
 # the board sizes an NV12 input needs even (collectors/deploy_facts.py nv12_side_even)
 NV12_SIDES = {"deploy.board.height": "height", "deploy.board.width": "width"}
+# an evidence answer that already says the bad case is stable answers the bad-case question
+EVIDENCE_KEY, STABLE_BADCASE = "evidence", "reproducible_badcase"
+BADCASE_KEY, BADCASE_AVAILABLE = "badcase", "available"
 
 
 class Intake:
@@ -191,7 +196,14 @@ class Intake:
             return False
         abnormal = [STAGES.index(f["stage"]) for f in report["facts"]
                     if f["type"] == "stage" and f["status"] == "abnormal"]
-        return bool(abnormal) and STAGES.index(question.stage) > min(abnormal)
+        return bool(abnormal) and STAGES.index(question.stage) > min(abnormal) and \
+            not self.symptom_reaches(question.stage)
+
+    def symptom_reaches(self, stage: str) -> bool:
+        """The symptom names ``stage`` or a later one ("the board is bad"): the table goes
+        on to it, so the stages the user spoke of are asked whatever the first drop."""
+        named = read_symptom(str(self.doc.get("symptom") or "")).named
+        return any(STAGES.index(s) >= STAGES.index(stage) for s in named)
 
     def needless(self, question: Question) -> bool:
         """The training divisor is asked only where the mean/std need one (see divisor_open)."""
@@ -282,6 +294,9 @@ class Intake:
                 self.doc.set("analyses_run", [entry])
         elif question.key == STEP0_SUMMARY:
             self.store_step0(value)
+        elif question.key == EVIDENCE_KEY:
+            self.doc.set(question.key, value)
+            self.badcase_from_evidence(question, value)
         elif question.type == "path":
             if not (self.folder / value).is_file():
                 raise AnswerError(f"{value} 不在案例目录中" if self.lang == "zh" else
@@ -294,6 +309,19 @@ class Intake:
             if question.key in ("deploy.train.mean", "deploy.train.std"):
                 self.carry_divisor()
         self.doc.save()
+
+    def badcase_from_evidence(self, question: Question, evidence: list) -> None:
+        """"A bad case that fails every time" answers the bad-case question too: it is
+        written, with the answer it came from, and not asked again."""
+        if STABLE_BADCASE not in evidence or self.doc.has(BADCASE_KEY):
+            return
+        badcase = question_for_key(BADCASE_KEY)
+        said = question.choice_note(STABLE_BADCASE, self.lang)
+        t = labels()[self.lang]["intake"]
+        self.doc.set(BADCASE_KEY, BADCASE_AVAILABLE, comment=t["implied_source"].format(answer=said))
+        self.prompter.say(t["implied"].format(question=badcase.prompt(self.lang),
+                                              value=badcase.choice_note(BADCASE_AVAILABLE, self.lang),
+                                              answer=said))
 
     def check_nv12_side(self, key: str, value) -> None:
         """An NV12 board input's height and width are even: refused as typed, by the rule
@@ -325,12 +353,11 @@ class Intake:
         a QuantAnalysis folder's content suggests (confirmed with Enter); (None, '') when
         nothing does."""
         t = labels()[self.lang]["intake"]
-        symptom = str(self.doc.get("symptom") or "")
+        reading = read_symptom(str(self.doc.get("symptom") or ""))
         if question.key == "stages.metric":
             if self.metric:
                 return self.metric, t["default_case"]
-            hinted = stage_hints(symptom)[1]
-            return hinted, t["default_symptom"] if hinted else ""
+            return reading.metric, t["default_symptom"] if reading.metric else ""
         if question.type == "comparison":
             run = self._run_of(question.folder)
             if run is not None:
@@ -342,7 +369,7 @@ class Intake:
         if value is not None:
             return value, t["default_case"]
         if question.type == "stage_result":
-            hinted = stage_hints(symptom)[0].get(question.stage)
+            hinted = reading.values.get(question.stage)
             return (None, "") if hinted is None else ({"value": hinted}, t["default_symptom"])
         if question.key in ("deploy.train.mean", "deploy.train.std"):
             value = script_normalisation(self.folder, self.doc.get("deploy") or {},
@@ -484,8 +511,9 @@ class Intake:
             skipped = [q for q in questions if (topic, q.key) in self.deferred]
             what = wanted.get(topic) or (questions[0].prompt(self.lang) if questions else topic)
             if skipped:
-                reason = t["open_skipped"].format(question=skipped[0].prompt(self.lang))
-            elif questions and all(self.answered(q) for q in questions):
+                out += self.skipped_rows(wanted.get(topic), questions, skipped)
+                continue
+            if questions and all(self.answered(q) for q in questions):
                 if topic not in wanted:         # a follow-up, answered: nothing is open
                     continue
                 answer = "; ".join(default_text(self.current(q)) or "-" for q in questions)
@@ -494,6 +522,18 @@ class Intake:
                 reason = t["open_unaskable"]
             out.append((what, reason))
         return out
+
+    def skipped_rows(self, wanted: str | None, questions: list[Question],
+                     skipped: list[Question]) -> list[tuple[str, str]]:
+        """What a skip left open, each under the name of the question that was skipped: the
+        rule's words with the skipped question they ask about (the one whose name they
+        mention, or the topic's only one), else each skipped question on its own."""
+        t = labels()[self.lang]["intake"]
+        named = [q for q in skipped if wanted and q.key.rsplit(".", 1)[-1] in wanted]
+        if wanted and (named or len(questions) == 1):
+            return [(wanted, t["open_skipped"].format(question=(named or skipped)[0].prompt(
+                self.lang)))]
+        return [(q.prompt(self.lang), t["open_skipped_own"]) for q in skipped]
 
     def summary(self, report: dict) -> None:
         t = labels()[self.lang]["intake"]

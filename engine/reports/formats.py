@@ -28,11 +28,13 @@ def render(report: dict, fmt: str, audit: bool = False) -> str:
     return render_markdown(report)
 
 
-def render_output(report: dict, fmt: str, audit: bool = False) -> str:
+def render_output(report: dict, fmt: str, audit: bool = False,
+                  fail_on: str | None = None) -> str:
+    """``fail_on``: the run's --fail-on level, which the CI formats (sarif, junit) flag."""
     if fmt == "sarif":
         from qcdoctor.engine.reports.sarif import render_sarif
-        return render_sarif(report, audit=audit)
+        return render_sarif(report, audit=audit, fail_on=fail_on)
     if fmt == "junit":
         from qcdoctor.engine.reports.junit import render_junit
-        return render_junit(report, audit=audit)
+        return render_junit(report, audit=audit, fail_on=fail_on)
     return render(report, fmt, audit=audit)

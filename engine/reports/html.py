@@ -69,4 +69,10 @@ def render_html(report: dict, audit: bool = False) -> str:
         checklist=failed_first(report["checklist"]), rules=_cited_rules(report, view["lang"]),
         **audit_view(report), copy_script=COPY_SCRIPT, V=L["view"],
         footer=L["view"]["generated_by"].format(version=__version__))
-    return visible(_environment().get_template("report.html.j2").render(**view))
+    return render_view("report.html.j2", **view)
+
+
+def render_view(template: str, **context) -> str:
+    """An HTML view (the report, the batch index) rendered alike: the report's stylesheet
+    (page_style.css.j2, included by each), its filters, its sanitiser."""
+    return visible(_environment().get_template(template).render(**context))

@@ -1,6 +1,8 @@
-"""The report as JUnit XML, for CI test dashboards: one testcase per checklist item (fail
-is a failure; unknown and not applicable are skipped) and per rule judgement (a finding
-or pitfall; error severity is a failure, the others pass with their text as output)."""
+"""The report as JUnit XML, for CI test dashboards: one testcase for the stage conclusion,
+one per checklist item (fail is a failure; unknown and not applicable are skipped) and
+per rule judgement (a finding or pitfall). A conclusion or judgement at or above the
+``--fail-on`` level (error without one) is a failure, the others pass with their text as
+output: the run's exit code and the failures always agree."""
 
 from __future__ import annotations
 
@@ -18,12 +20,15 @@ def _text(value) -> str:
     return visible(value).translate(_NOT_XML)
 
 
-def junit_cases(report: dict) -> list[dict]:
+def junit_cases(report: dict, fail_on: str | None = None) -> list[dict]:
     """Per testcase: classname, name, outcome (passed / failure / skipped), message, text."""
-    from qcdoctor.engine.reports.sarif import checklist_lines
-    from qcdoctor.wording import labels
+    from qcdoctor.engine.reports.sarif import checklist_lines, conclusion_item
+    from qcdoctor.wording import id_words, labels
     L = labels()[report["language"]]
-    cases = []
+    conclusion = conclusion_item(report)
+    cases = [{"classname": "conclusion", "name": conclusion["title"],
+              "outcome": _outcome(conclusion["severity"], fail_on),
+              "message": conclusion["summary"], "text": conclusion["text"]}]
     for c in report["checklist"]:
         evidence = "\n".join(checklist_lines(c, L))
         outcome = {"fail": "failure", "pass": "passed"}.get(c["status"], "skipped")
@@ -33,18 +38,23 @@ def junit_cases(report: dict) -> list[dict]:
     for kind, items in (("findings", report["findings"]), ("pitfalls", report["pitfalls"]),
                         ("cautions", report.get("cautions", []))):
         for item in items:
-            title = item.get("title") or item.get("id")
+            title = item.get("title") or id_words(item["id"], report["language"])
             text = item["text"]
             if item.get("correct_practice"):
                 text += f"\n{L['correct_practice']}{L['colon']}{item['correct_practice']}"
             cases.append({"classname": kind, "name": f"{item['rule']}: {title}",
-                          "outcome": "failure" if item.get("severity") == "error" else "passed",
+                          "outcome": _outcome(item.get("severity"), fail_on),
                           "message": item.get("severity") or "", "text": text})
     return cases
 
 
-def render_junit(report: dict, audit: bool = False) -> str:
-    cases = junit_cases(report)
+def _outcome(severity: str | None, fail_on: str | None) -> str:
+    from qcdoctor.engine.reports.sarif import counts_for
+    return "failure" if counts_for(severity, fail_on, "error") else "passed"
+
+
+def render_junit(report: dict, audit: bool = False, fail_on: str | None = None) -> str:
+    cases = junit_cases(report, fail_on)
     counts = {o: sum(c["outcome"] == o for c in cases) for o in ("failure", "skipped")}
     name = f"qcdoctor {'audit' if audit else 'triage'}: {report['case']['path']}"
     stats = {"tests": str(len(cases)), "failures": str(counts["failure"]), "errors": "0",

@@ -1,10 +1,19 @@
-"""The language to talk in when neither --lang nor the case says it: the user's locale."""
+"""The one rule that picks the language of everything a run prints or writes
+(docs/reports.md, "Language"): an explicit ``--lang`` / ``lang=`` first, then the case's
+``language:``, then the user's locale."""
 
 from __future__ import annotations
 
 import os
 
 DEFAULT_LANGUAGE = "zh"
+
+
+def chosen_language(explicit: str | None = None, case_language: str | None = None,
+                    environ=None) -> str:
+    """zh or en: ``explicit`` (--lang, lang=) when given, else the case's language, else
+    the locale's. Every command and API call picks its language here."""
+    return explicit or case_language or locale_language(environ)
 
 
 def locale_language(environ=None) -> str:

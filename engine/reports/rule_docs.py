@@ -44,7 +44,10 @@ def explain_rule(rule_id: str, lang: str = "en", *, linked: bool = False) -> str
     dump = lambda value: yaml.safe_dump(value, allow_unicode=True, sort_keys=False,  # noqa: E731
                                         default_flow_style=None).strip()
     from qcdoctor.engine.reports.method_docs import describe
-    return render_template("rule_doc.md.j2", rule=rule, lang=lang,
+    # a message is a format template: its doubled braces are how it writes one brace
+    unescaped = {key: getattr(rule, key)[lang].replace("{{", "{").replace("}}", "}")
+                 for key in ("message", "rationale")}
+    return render_template("rule_doc.md.j2", rule=rule, lang=lang, texts=unescaped,
                            references=[describe(ref, linked=linked) for ref in rule.references],
                            when=dump(rule.raw["when"]), then=dump(rule.raw["then"]),
                            fires=len(rule.examples["fires"]), quiet=len(rule.examples["quiet"]))

@@ -1,8 +1,10 @@
-"""The report as SARIF 2.1.0, for code-scanning dashboards: one result per failed or
-unknown checklist item, per pitfall and per finding at or above warning, located at the
-files and lines its facts carry as data (``locations``, common/source_locations.py:
-relative to the case folder, base id CASEROOT; never read back from provenance text).
-Every string is made visible (common/safe_text.py): a viewer shows it as text."""
+"""The report as SARIF 2.1.0, for code-scanning dashboards: one result for the stage
+conclusion, per failed or unknown checklist item, per pitfall and per finding at or above
+warning (info ones too with ``--fail-on info``: whatever fails the run is listed), located
+at the files and lines its facts carry as data (``locations``,
+common/source_locations.py: relative to the case folder, base id CASEROOT; never read
+back from provenance text). Every string is made visible (common/safe_text.py): a viewer
+shows it as text."""
 
 from __future__ import annotations
 
@@ -32,19 +34,75 @@ def checklist_lines(item: dict, L: dict) -> list[str]:
     return lines
 
 
-def sarif_results(report: dict) -> list[tuple]:
-    """(rule id, short description, level, message, locations) per reported item; the
-    locations are (file relative to the case folder, line or None)."""
-    from qcdoctor.wording import labels
-    L = labels()[report["language"]]
-    facts_of: dict[str, list[dict]] = {}               # rule -> the facts its hits bound
-    checked: dict[tuple[str, str], list[dict]] = {}    # (rule, checklist item) -> same
+def counts_for(severity: str | None, fail_on: str | None, default: str) -> bool:
+    """Whether an item of ``severity`` is at or above ``fail_on`` (``default`` when
+    ``fail_on`` is None or never): the items that fail the run are the ones the CI
+    formats flag."""
+    from qcdoctor.engine.diagnosis.diagnose import SEVERITY_RANK
+    level = fail_on if fail_on in SEVERITY_RANK else default
+    return SEVERITY_RANK.get(severity or "", -1) >= SEVERITY_RANK[level]
+
+
+def _listed(severity: str | None, fail_on: str | None) -> bool:
+    """Whether a conclusion or finding is a SARIF result: at or above warning, and at or
+    above --fail-on when that is lower (info)."""
+    return counts_for(severity, None, "warning") or counts_for(severity, fail_on, "warning")
+
+
+def bound_facts(report: dict) -> tuple[dict, dict]:
+    """The facts each rule's hits bound (rule -> facts), and per (rule, checklist item)
+    the facts of the hits that judged that item."""
+    facts_of: dict[str, list[dict]] = {}
+    checked: dict[tuple[str, str], list[dict]] = {}
     for step in report["trace"]:
         facts_of.setdefault(step["rule"], []).extend(step["facts"])
         item = (step.get("produced") or {}).get("checklist")
         if isinstance(item, dict):
             checked.setdefault((step["rule"], item.get("item")), []).extend(step["facts"])
+    return facts_of, checked
+
+
+def conclusion_item(report: dict, facts_of: dict | None = None) -> dict:
+    """The stage conclusion as one CI item: the rule that placed it, its severity, a
+    title, the lines that say why (the rule's text, stage, suspect, where it was read,
+    the first next action) and its places (file relative to the case folder, line)."""
+    from qcdoctor.vocabulary import CONCLUSION_LABELS
+    from qcdoctor.wording import id_words, labels
+    lang = report["language"]
+    L = labels()[lang]
+    c = report["conclusion"]
+    lead = (c["evidence"] or [{"rule": "", "text": "", "severity": None}])[0]
+    if facts_of is None:
+        facts_of = bound_facts(report)[0]
+    places = fact_locations(facts_of.get(lead["rule"], [])) if lead["rule"] else []
+    stage = CONCLUSION_LABELS[lang].get(c["stage"], c["stage"])
+    determined = L["determined_yes"] if c["determined"] else L["determined_no"]
+    lines = [lead["text"], f"{L['stage']}{L['colon']}{stage}{L['open']}{determined}{L['close']}"]
+    if c["suspect"]:
+        lines.append(f"{L['suspect']}{L['colon']}{id_words(c['suspect'], lang)}")
+    if places:
+        where = L["list"].join(f"{file}:{line}" if line else file for file, line in places)
+        lines.append(f"{L['ci']['where']}{L['colon']}{where}")
+    if report["next_actions"]:
+        lines.append(f"{L['ci']['fix']}{L['colon']}{report['next_actions'][0]['text']}")
+    return {"rule": lead["rule"], "severity": lead.get("severity"), "stage": c["stage"],
+            "title": f"{L['ci']['conclusion']}{L['colon']}{stage}",
+            "summary": lead["text"], "text": "\n".join(line for line in lines if line),
+            "places": places}
+
+
+def sarif_results(report: dict, fail_on: str | None = None) -> list[tuple]:
+    """(rule id, short description, level, message, locations) per reported item; the
+    locations are (file relative to the case folder, line or None)."""
+    from qcdoctor.wording import id_words, labels
+    L = labels()[report["language"]]
+    facts_of, checked = bound_facts(report)
     items = []
+    conclusion = conclusion_item(report, facts_of)
+    if _listed(conclusion["severity"], fail_on):
+        items.append((f"conclusion/{conclusion['stage']}", conclusion["title"],
+                      _LEVELS[conclusion["severity"]], conclusion["text"],
+                      conclusion["places"] or [("case.yaml", None)]))
     for c in report["checklist"]:
         if c["status"] not in _CHECKLIST_LEVELS:
             continue
@@ -56,10 +114,11 @@ def sarif_results(report: dict) -> list[tuple]:
                       "\n".join(text), places or [("case.yaml", None)]))
     for p in report["pitfalls"] + report.get("cautions", []):
         text = f"{p['text']}\n{L['correct_practice']}{L['colon']}{p['correct_practice']}"
-        items.append((p["rule"], p["id"], _LEVELS[p.get("severity") or "warning"], text,
+        items.append((p["rule"], id_words(p["id"], report["language"]),
+                      _LEVELS[p.get("severity") or "warning"], text,
                       fact_locations(facts_of.get(p["rule"], []))))
     for f in report["findings"]:
-        if f["severity"] == "info":
+        if not _listed(f["severity"], fail_on):
             continue
         places = fact_locations(f.get("evidence", {}).values())
         items.append((f["rule"], f["title"], _LEVELS[f["severity"]],
@@ -68,10 +127,12 @@ def sarif_results(report: dict) -> list[tuple]:
     return items
 
 
-def sarif_log(report: dict, audit: bool = False) -> dict:
+def sarif_log(report: dict, audit: bool = False, fail_on: str | None = None) -> dict:
+    """The SARIF log; with ``fail_on`` (a --fail-on level other than never) its invocation
+    carries the exit code that level gives, and every item at or above it is a result."""
     rules: dict[str, dict] = {}
     results = []
-    for rule_id, title, level, text, places in sarif_results(report):
+    for rule_id, title, level, text, places in sarif_results(report, fail_on):
         if rule_id not in rules:
             rules[rule_id] = {"id": rule_id, "shortDescription": {"text": title}}
         result = {"ruleId": rule_id, "ruleIndex": list(rules).index(rule_id), "level": level,
@@ -88,6 +149,13 @@ def sarif_log(report: dict, audit: bool = False) -> dict:
            "properties": {"case": report["case"]["path"], "stage": conclusion["stage"],
                           "determined": conclusion["determined"],
                           "suspect": conclusion["suspect"]}}
+    if fail_on not in (None, "never"):      # as the API renders: no exit code to tell
+        from qcdoctor.engine.diagnosis.diagnose import fails_on
+        failed = fails_on(report, fail_on)
+        from qcdoctor.errors import EXIT_FINDINGS, EXIT_OK
+        run["invocations"] = [{"executionSuccessful": True,
+                               "exitCode": EXIT_FINDINGS if failed else EXIT_OK}]
+        run["properties"].update({"failOn": fail_on, "failed": failed})
     folder = Path(report["case"]["path"])
     if folder.is_dir():
         run["originalUriBaseIds"] = {CASE_ROOT: {"uri": folder.resolve().as_uri() + "/"}}
@@ -105,5 +173,5 @@ def _location(file: str, line: int | None) -> dict:
     return {"physicalLocation": physical}
 
 
-def render_sarif(report: dict, audit: bool = False) -> str:
-    return json.dumps(sarif_log(report, audit), ensure_ascii=False, indent=2) + "\n"
+def render_sarif(report: dict, audit: bool = False, fail_on: str | None = None) -> str:
+    return json.dumps(sarif_log(report, audit, fail_on), ensure_ascii=False, indent=2) + "\n"

@@ -8,7 +8,7 @@ from qcdoctor.collectors.metric_direction import metric_key
 from qcdoctor.fact_types import STAGES
 from qcdoctor.text import render as fill
 from qcdoctor.vocabulary import CONCLUSION_LABELS, is_deployment_problem, stage_label
-from qcdoctor.wording import id_words, labels, source_text
+from qcdoctor.wording import id_words, labels, source_text, suspect_words
 
 
 def from_this_machine(fact: dict) -> bool:
@@ -80,12 +80,11 @@ def view_model(report: dict) -> dict:
     evidence = [{**e, "sources": e.get("sources", sources.get(e["rule"], []))}
                 for e in report["conclusion"]["evidence"]]
     report = {**report, "conclusion": {**report["conclusion"], "evidence": evidence}}
-    suspect = report["conclusion"]["suspect"]
     view = {
         "r": report, "L": L, "lang": lang, "sep": sep,
         "src": lambda values: L["semicolon"].join(source_text(v, lang) for v in values),
         "stage_label": CONCLUSION_LABELS[lang][stage],
-        "suspect_text": id_words(suspect, lang) if suspect else "",
+        "suspect_text": _suspect_text(report, L, lang),
         "normal": L["list"].join(label(s) for s in STAGES
                                  if stages.get(s, {}).get("status") == "normal"),
         "abnormal": L["list"].join(label(s) for s in STAGES
@@ -109,6 +108,18 @@ def view_model(report: dict) -> dict:
     view["consistency_pointer"] = (L["see_smallest"] if step == 1 else
                                    L["see_step"].format(step=step) if step else None)
     return view
+
+
+def _suspect_text(report: dict, L: dict, lang: str) -> str:
+    """The likely cause: a failed checklist item says what failed, with the values its
+    failing evidence names."""
+    suspect = report["conclusion"]["suspect"]
+    failing = next((c for c in report["checklist"] if c["id"] == suspect and c["status"] == "fail"),
+                   None)
+    words = suspect_words(suspect, [failing["id"]] if failing else [], lang)
+    values = next((e["text"] for e in (failing or {}).get("evidence", [])
+                   if e["status"] == "fail"), "")
+    return f"{words}{L['open']}{values.rstrip('.。')}{L['close']}" if values else words
 
 
 # trials listed per folder in the reports' tables and chart (the JSON has every one)
@@ -235,11 +246,14 @@ def _question_text(topic: str, lang: str) -> str:
 
 
 def _thresholds_line(report: dict, lang: str) -> str:
-    """name=value, with where it came from when not the default."""
+    """Each threshold the reading uses, in words with its value, and where it came from
+    when not the default (a threshold no longer read is left out)."""
+    words = labels()[lang]["threshold_words"]
     sources = report.get("threshold_sources", {})
-    return ", ".join(f"{k}={v:g}" + (f" ({source_text(sources[k], lang)})"
-                                     if sources.get(k, "default") != "default" else "")
-                     for k, v in report.get("thresholds", {}).items())
+    return ("；" if lang == "zh" else "; ").join(
+        words[k].format(v=f"{v:g}") + (f" ({source_text(sources[k], lang)})"
+                                       if sources.get(k, "default") != "default" else "")
+        for k, v in report.get("thresholds", {}).items() if k in words)
 
 
 def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:

@@ -105,6 +105,9 @@ def test_the_example_notebook_runs_in_a_kernel(tmp_path):
     # the probe result: its summary and the per-layer chart of its own table
     assert result.startswith('<div class="qcdoctor-probe"><p>') and result.count("<svg") == 1
     assert "text/markdown" in shown[1]["data"]
+    # the English notebook speaks English: the probe's summary and its chart's labels too
+    assert "compared " in result and not re.search(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]",
+                                                   result + shown[1]["data"]["text/markdown"])
     first, probe = (page_of(o) for o in (shown[0], shown[2]))
     # the case from numbers: its conclusion, and the stage chain drawn
     assert "qat.bc is normal and quantized.bc abnormal" in first and "<svg" in first

@@ -88,8 +88,12 @@ def test_a_case_read_in_the_child_reaches_a_report_without_the_reading_code(tmp_
              "code = main(['triage', '--example', 'convert_j6e_no_retrain', '-o', sys.argv[1]])\n"
              "print(code, sorted(m for m in ('yaml', 'qcdoctor.collectors.case_file') "
              "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "r.md")],
-                         capture_output=True, text=True, check=True).stdout
+    # a rule cache of its own, warmed by a first run: with a cold or stale cache (another
+    # checkout's run rewrote the shared one) the parent parses the rule files itself
+    env = {**os.environ, "QCDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "r.md")],
+                             capture_output=True, text=True, check=True, env=env).stdout
     assert out.split() == ["0", "[]"]
     assert "convert" in (tmp_path / "r.md").read_text(encoding="utf-8")
 

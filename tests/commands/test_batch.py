@@ -60,8 +60,12 @@ def test_broken_case_in_the_middle_is_reported_and_the_rest_triaged(queue, tmp_p
     assert board["first_action"] == "fix_check:preprocess_mode"     # its failed check
     lines = table.splitlines()
     assert lines[0].split()[:3] == ["Case", "Stage", "Determined"]
-    # the board case exits 0 (--fail-on never) but has a failed check: not clean
-    assert "'platfrom': unknown key" in table and "5 cases: 2 clean, 1 with failed checklist items, 0 at --fail-on, 2 failed" in table
+    # counted by what each case concluded; the board case's failed check beside that
+    assert "'platfrom': unknown key" in table
+    assert table.splitlines()[-2:] == [
+        "5 cases: 2 with a broken stage found, 1 undetermined, 0 with no consistency "
+        "problem, 2 with an error",
+        "of these, 1 with failed checklist items, 0 with findings at --fail-on"]
 
 
 def test_exit_code_is_the_worst_fail_on_over_the_cases(queue, tmp_path, capsys):
@@ -69,7 +73,8 @@ def test_exit_code_is_the_worst_fail_on_over_the_cases(queue, tmp_path, capsys):
     assert main(["triage", str(queue), "-r", "-j", "1", "--no-env"]) == 0
     assert main(["triage", str(queue), "-r", "-j", "1", "--no-env", "--fail-on", "error",
                  "--lang", "en"]) == 1
-    assert capsys.readouterr().out.splitlines()[-1] == "3 cases: 1 clean, 0 with failed checklist items, 2 at --fail-on, 0 failed"
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        "of these, 1 with failed checklist items, 2 with findings at --fail-on"
 
 
 def test_worker_processes_give_the_same_results_in_input_order(queue, tmp_path, capsys):
@@ -152,7 +157,8 @@ def test_summary_table_in_chinese(queue, capsys):
     assert main(["triage", str(queue), "-r", "-j", "1", "--no-env", "--lang", "zh"]) == 2
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:3] == ["案例", "阶段", "已确定"]
-    assert "共 4 个案例：2 个正常，1 个有失败的检查项，0 个达到 --fail-on，1 个出错" in out
+    assert "共 4 个案例：2 个定位到出问题的阶段，1 个暂不能判断，0 个无一致性问题，1 个出错" in out
+    assert "其中 1 个有未通过的检查项，0 个有达到 --fail-on 级别的问题" in out
 
 
 def test_batch_audit_and_single_audit_count_the_checklist_alike(queue, tmp_path, capsys):
@@ -164,7 +170,10 @@ def test_batch_audit_and_single_audit_count_the_checklist_alike(queue, tmp_path,
     out = tmp_path / "out"
     assert main(["audit", str(queue), "-r", "-j", "1", "--no-env", "--lang", "en",
                  "--format", "json", "-o", str(out)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "3 cases: 2 clean, 1 with failed checklist items, 0 at --fail-on, 0 failed"
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "3 cases: 2 with a broken stage found, 1 undetermined, 0 with no consistency "
+        "problem, 0 with an error",
+        "of these, 1 with failed checklist items, 0 with findings at --fail-on"]
     rows = json.loads((out / "summary.json").read_text(encoding="utf-8"))["cases"]
     for row in rows:
         report = json.loads((out / row["report"]).read_text(encoding="utf-8"))

@@ -154,7 +154,8 @@ def test_a_case_whose_report_cannot_be_written_fails_alone_and_a_rerun_succeeds(
         [*(n for n in NAMES if n != victim), "summary.json"])      # nothing half-made
     table = failed.out
     assert victim in table and "no space left on the device" in table
-    assert "10 cases: 9 clean, 0 with failed checklist items, 0 at --fail-on, 1 failed" in table
+    assert "10 cases: 0 with a broken stage found, 9 undetermined, 0 with no consistency " \
+        "problem, 1 with an error" in table
 
     again = run(*args)                                  # the same command, the disk freed
     assert again.code == 0, again.err

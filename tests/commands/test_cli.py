@@ -102,7 +102,7 @@ def test_rules_list_and_explain(capsys):
     assert main(["rules", "list", "--format", "json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert any(r["id"] == "ST050" for r in listed)
-    assert main(["rules", "explain", "CS022"]) == 0
+    assert main(["rules", "explain", "CS022", "--lang", "en"]) == 0
     assert "level 1" in capsys.readouterr().out
 
 
@@ -147,7 +147,7 @@ def test_triage_reads_quantanalysis_outputs_and_trusts_pickles_only_when_asked(t
 def test_rule_docs_cover_every_rule(tmp_path):
     from qcdoctor.engine.matching.rulebook import load_rules
     out = tmp_path / "rules.md"
-    assert main(["rules", "docs", "-o", str(out)]) == 0
+    assert main(["rules", "docs", "--lang", "en", "-o", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
     for rule in load_rules():
         assert f"## {rule.id}: {rule.title['en']}" in text

@@ -53,7 +53,9 @@ def test_wrong_preprocess_mode_fails_input_preprocessing(tmp_path):
     assert _item(report, "preprocess_mode")["status"] == "fail"
     table = render(report, "md").split("### Deployment checklist")[1]
     row = next(line for line in table.splitlines() if line.startswith("| Input pre-processing"))
-    assert "| FAIL |" in row and "finer check: insert_image_preprocess mode matches" in row
+    # the finer check states its failure
+    assert "| FAIL |" in row and \
+        "finer check: insert_image_preprocess mode does not match the training colour space" in row
 
 
 @pytest.mark.parametrize("own,expected", [
@@ -78,7 +80,7 @@ def test_failure_only_through_a_finer_check_is_named_once_in_words(tmp_path):
     folder = make_case(tmp_path / "case", MISTAKES["insert_after_convert"])
     report = triage_case(load_case(folder), lang="zh", environ={}, installed={}, cwd=folder)
     st150 = [e["text"] for e in report["conclusion"]["evidence"] if e["rule"] == "ST150"]
-    assert st150 == ["问题落在 compile/部署，且部署清单中的「前处理节点在 convert 之前插入」检查失败："
+    assert st150 == ["问题落在 compile/部署，且部署清单的检查失败（有前处理节点不在 convert 之前插入）："
                      "这是用户侧适配错误，先修正它再看是否仍有差异。"]
     assert _item(report, "pre_post_nodes")["status"] == "fail"
     bound = [f for t in report["trace"] if t["rule"] == "ST150" for f in t["facts"]

@@ -14,6 +14,7 @@ from qcdoctor.engine.commands.cli import main
 from qcdoctor.engine.diagnosis.triage import triage_case
 from qcdoctor.engine.reports.formats import render
 from qcdoctor.errors import QcdoctorError
+from qcdoctor.wording import item_words
 from tests.deploy.scripts import CORRECT, DYNAMIC_MODE, MISTAKES
 
 COMPILE_STAGES = {"quantized_bc": {"status": "normal"}, "hbm_x86": {"status": "abnormal"},
@@ -117,7 +118,8 @@ def test_each_mistake_fails_its_item_and_turns_compile_into_user_side(tmp_path, 
     assert report["conclusion"]["evidence"][0]["rule"] == "ST150"
     # the conclusion names the check that failed, once, in words
     st150 = [e["text"] for e in report["conclusion"]["evidence"] if e["rule"] == "ST150"]
-    assert len(st150) == 1 and item not in st150[0]
+    assert len(st150) == 1 and f"`{item}`" not in st150[0] and f"({item})" not in st150[0]
+    assert st150[0].count(item_words(item, "fail", "en")) == 1
 
 
 def test_every_item_is_reported_even_without_any_deploy_facts(tmp_path):
@@ -171,7 +173,8 @@ def test_audit_cli_markdown_and_json(tmp_path, capsys):
     folder = make_case(tmp_path / "cli", MISTAKES["missing_transpose"])
     assert main(["audit", str(folder), "--lang", "en"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("# Deployment checklist audit") and "| Layout (NCHW/NHWC conversion) * | FAIL |" in out
+    assert out.startswith("# Deployment checklist audit") and \
+        "| The layout conversion does not fit the training and board layouts * | FAIL |" in out
     assert main(["audit", str(folder), "--format", "json", "--fail-on", "error"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert {c["id"]: c["status"] for c in report["checklist"]}["layout"] == "fail"

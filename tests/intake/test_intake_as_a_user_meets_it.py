@@ -182,9 +182,11 @@ def test_help_on_a_line_prompt_names_the_answers_and_where_the_default_came_from
     question_lines = [line.strip() for line in asked.splitlines()[:2]]
     shown = asked.split("> [0.449] ?\n", 1)[1].split("> [0.449]", 1)[0]
     help_lines = [line.strip() for line in shown.splitlines() if line.strip()]
-    assert help_lines and not set(help_lines) & set(question_lines)     # nothing repeated
+    # where the default came from is under the question, before Enter can keep it
+    origin = [line.strip() for line in asked.split("> [0.449] ?", 1)[0].splitlines()]
+    assert any("0.449" in line and words["default_symptom"] in line for line in origin)
+    assert help_lines and not set(help_lines) & set(question_lines + origin)    # nothing repeated
     assert any(line.startswith(words["help_answers"].split("{")[0]) for line in help_lines)
-    assert any("0.449" in line and words["default_symptom"] in line for line in help_lines)
 
 
 # --- 4. the chip's default is the family of the march the folder's script names ---------
@@ -204,9 +206,8 @@ def test_the_chip_menu_opens_on_the_scripts_chip_in_a_real_terminal(tmp_path):
                          script=COMPILE_SCRIPT.replace("nash-e", "nash-p"))
     child = spawn(folder, columns=200)
     child.expect_exact("Which chip is the target?")
+    child.expect_exact("deploy/build.py")     # where the default came from, before Enter keeps it
     child.expect_exact("› 3. J6P - march nash-p")
-    child.send("?")
-    child.expect_exact("deploy/build.py")                     # where the default came from
     child.send(ENTER)
     child.expect_exact("not checked yet")                       # the step-0 question: stop
     child.sendeof()
@@ -335,8 +336,8 @@ def test_intake_audit_and_batch_count_the_same_failed_checks(tmp_path, capsys):
         assert rows[folder.name]["failed"] == [c["id"] for c in failed_items(report)] \
             == expected_failed[folder.name]
         assert intake_failed(folder) == counts["fail"] == len(expected_failed[folder.name])
-    # a case with a failed check is not clean, whatever --fail-on says
-    assert "3 cases: 1 clean, 2 with failed checklist items, 0 at --fail-on, 0 failed" in table
+    # the failed checks counted beside what the cases concluded, whatever --fail-on says
+    assert "of these, 2 with failed checklist items, 0 with findings at --fail-on" in table
 
 
 def test_the_triage_batch_lists_the_same_failed_checks(tmp_path, capsys):
@@ -344,7 +345,7 @@ def test_the_triage_batch_lists_the_same_failed_checks(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["triage", str(folder), str(folder), "-j", "1", "--no-env", "--lang", "en",
                  "--format", "json", "-o", str(out)]) == 0
-    assert "2 cases: 0 clean" in capsys.readouterr().out
+    assert "of these, 2 with failed checklist items" in capsys.readouterr().out
     rows = json.loads((out / "summary.json").read_text())["cases"]
     assert [r["failed"] for r in rows] == [["layout", "nv12_even_size"]] * 2
 
@@ -352,8 +353,10 @@ def test_the_triage_batch_lists_the_same_failed_checks(tmp_path, capsys):
 def test_the_intake_names_each_failed_check_once_with_what_failed(tmp_path):
     said = intake(deploy_with_two_mistakes(tmp_path / "c"), [])
     listed = said[said.index("Failed deployment checks (2):"):].splitlines()[1:3]
-    assert listed[0].startswith("  - Layout (NCHW/NHWC conversion): Training is NCHW")
-    assert listed[1].startswith("  - NV12 input height and width are even: NV12 input 541×961")
+    # each named by its failure
+    assert listed[0].startswith("  - The layout conversion does not fit the training and board "
+                                "layouts: Training is NCHW")
+    assert listed[1].startswith("  - NV12 input height or width is not even: NV12 input 541×961")
     assert "Padding" not in said[said.index("Failed deployment checks"):]
     assert "Next step: fix these 2 items, then evaluate again" in said
 

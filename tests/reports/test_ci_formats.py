@@ -17,6 +17,7 @@ from junitparser import Failure, JUnitXml, Skipped
 
 from qcdoctor.engine.commands.cli import main
 from qcdoctor.engine.commands.examples import example_names, example_path
+from qcdoctor.engine.diagnosis.diagnose import SEVERITY_RANK, fails_on
 from qcdoctor.engine.diagnosis.triage import triage_path
 from qcdoctor.engine.reports.junit import render_junit
 from qcdoctor.engine.reports.sarif import render_sarif
@@ -55,7 +56,9 @@ def test_sarif_of_every_example_is_valid_and_has_one_result_per_item(sarif_valid
         errors = sorted(sarif_validator.iter_errors(log), key=str)
         assert not errors, f"{name}: {errors[0].message} at {list(errors[0].absolute_path)}"
         results = log["runs"][0]["results"]
-        expected = ([f"checklist/{c['id']}" for c in report["checklist"]
+        conclusion = report["conclusion"]["evidence"][0]["severity"] != "info"
+        expected = ([f"conclusion/{report['conclusion']['stage']}"] * conclusion
+                    + [f"checklist/{c['id']}" for c in report["checklist"]
                      if c["status"] in ("fail", "unknown")]
                     + [p["rule"] for p in report["pitfalls"] + report["cautions"]]
                     + [f["rule"] for f in report["findings"] if f["severity"] != "info"])
@@ -108,7 +111,7 @@ def test_junit_has_one_testcase_per_item_and_judgement(reports):
         suites = list(xml)
         assert len(suites) == 1
         cases = list(suites[0])
-        assert len(cases) == len(report["checklist"]) + len(report["findings"]) + \
+        assert len(cases) == 1 + len(report["checklist"]) + len(report["findings"]) + \
             len(report["pitfalls"]) + len(report["cautions"]), name
         outcome = {c.name.split(":")[0]: type(c.result[0]) if c.result else None for c in cases}
         for item in report["checklist"]:
@@ -119,14 +122,15 @@ def test_junit_has_one_testcase_per_item_and_judgement(reports):
                                                 else None), name
         assert suites[0].failures == sum(c["status"] == "fail" for c in report["checklist"]) + \
             sum(f["severity"] == "error"
-                for f in report["findings"] + report["pitfalls"] + report["cautions"])
+                for f in report["findings"] + report["pitfalls"] + report["cautions"]
+                + report["conclusion"]["evidence"][:1])
 
 
 def test_junit_failure_says_why(reports):
     xml = JUnitXml.fromstring(render_junit(reports["board_nv12_deploy", True], audit=True))
     case = next(c for c in next(iter(xml)) if c.name.startswith("input_preprocessing:"))
     assert isinstance(case.result[0], Failure)
-    assert "insert_image_preprocess mode matches the training colour space" in case.result[0].text
+    assert "insert_image_preprocess mode is yuvbt601full2bgr" in case.result[0].text
 
 
 def test_junit_holds_any_user_text(reports):
@@ -238,3 +242,99 @@ def test_sarif_reads_no_location_from_provenance_text(reports):
     assert "passwd" not in text
     uris = {p["artifactLocation"]["uri"] for p in _places(json.loads(text))}
     assert uris == {"case.yaml"}                     # the checklist's default place only
+
+
+# --- the verdict: whatever makes --fail-on exit 1 (the stage conclusion included) is a
+# failing testcase and a SARIF result, with its evidence, places and fix
+
+LEVELS = ("info", "warning", "error")
+SARIF_RANK = {"note": 0, "warning": 1, "error": 2}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_ci_formats_fail_exactly_when_the_run_fails(reports, sarif_validator, level):
+    """Over every bundled example, triage and audit: a JUnit failure and a SARIF result at
+    or above the level whenever --fail-on gives exit 1; no JUnit failure otherwise."""
+    for (name, audit), report in reports.items():
+        failed = fails_on(report, level)
+        suite = next(iter(JUnitXml.fromstring(render_junit(report, audit, fail_on=level))))
+        assert (suite.failures > 0) == failed, (name, audit, level)
+        assert suite.tests > 0
+        log = json.loads(render_sarif(report, audit, fail_on=level))
+        assert not list(sarif_validator.iter_errors(log)), name
+        run = log["runs"][0]
+        flagged = [r for r in run["results"] if SARIF_RANK[r["level"]] >= SEVERITY_RANK[level]]
+        assert bool(flagged) or not failed, (name, audit, level)
+        if level != "info":         # a higher level never leaves a result out
+            plain = json.loads(render_sarif(report, audit))["runs"][0]["results"]
+            assert run["results"] == plain, (name, audit, level)
+        assert run["invocations"] == [{"executionSuccessful": True, "exitCode": int(failed)}]
+        assert run["properties"]["failed"] is failed
+
+
+def _case(tmp_path, example: str):
+    with example_path(example) as source:
+        shutil.copytree(source, tmp_path / "case")
+    return tmp_path / "case"
+
+
+def test_the_conclusion_that_fails_the_run_is_in_junit(tmp_path, capsys):
+    """convert_j6e_no_retrain has no finding, pitfall or checklist: only its conclusion
+    (convert, an error) fails the run; JUnit was empty (tests="0")."""
+    case = _case(tmp_path, "convert_j6e_no_retrain")
+    target = tmp_path / "report.xml"
+    assert main(["triage", str(case), "--format", "junit", "-o", str(target), "--no-env",
+                 "--lang", "en", "--fail-on", "error"]) == 1
+    suite = next(iter(JUnitXml.fromfile(str(target))))
+    assert (suite.tests, suite.failures) == (1, 1)
+    [testcase] = list(suite)
+    assert testcase.classname == "conclusion" and testcase.name == "Stage conclusion: convert"
+    [failure] = testcase.result
+    assert isinstance(failure, Failure)
+    assert failure.message.startswith("qat.bc is normal and quantized.bc abnormal")
+    lines = failure.text.splitlines()
+    assert lines[1:4] == ["Most likely stage: convert (determined)",
+                          "likely cause: convert fixed-pointing and requantize",
+                          "read from: case.yaml:12, case.yaml:13"]
+    assert lines[4].startswith("next step: Without retraining only level 0 works")
+
+
+def test_the_conclusion_that_fails_the_run_is_an_error_in_sarif(tmp_path, sarif_validator,
+                                                                 capsys):
+    case = _case(tmp_path, "convert_j6e_no_retrain")
+    target = tmp_path / "report.sarif"
+    assert main(["triage", str(case), "--format", "sarif", "-o", str(target), "--no-env",
+                 "--fail-on", "error"]) == 1
+    log = json.loads(target.read_text(encoding="utf-8"))
+    assert not list(sarif_validator.iter_errors(log))
+    run = log["runs"][0]
+    [result] = run["results"]
+    assert (result["ruleId"], result["level"]) == ("conclusion/convert", "error")
+    message = result["message"]["text"]              # in the case's language, Chinese
+    assert "当前最可能阶段：convert（已确定）" in message and "下一步：" in message
+    places = [(p["physicalLocation"]["artifactLocation"]["uri"],
+               p["physicalLocation"]["region"]["startLine"]) for p in result["locations"]]
+    assert places == [("case.yaml", 12), ("case.yaml", 13)]
+    lines = case.joinpath("case.yaml").read_text(encoding="utf-8").splitlines()
+    assert "quantized_bc" in lines[12] and "qat_bc" in lines[11]
+    assert run["invocations"][0]["exitCode"] == 1
+
+
+def test_a_warning_that_fails_the_run_is_a_junit_failure(tmp_path, capsys):
+    """--fail-on warning: a warning pitfall that gives exit 1 is a failure, not a pass."""
+    case = _case(tmp_path, "convert_j6p")
+    target = tmp_path / "report.xml"
+    assert main(["triage", str(case), "--format", "junit", "-o", str(target), "--no-env",
+                 "--lang", "en", "--fail-on", "warning"]) == 1
+    failing = [c.classname for c in next(iter(JUnitXml.fromfile(str(target)))) if c.result
+               and isinstance(c.result[0], Failure)]
+    assert "pitfalls" in failing
+
+
+def test_pitfalls_are_named_in_words(reports):
+    report = reports["export_qat_export_unknown", False]
+    names = [c.name for c in next(iter(JUnitXml.fromstring(render_junit(report))))]
+    assert "PF030: qat.export.pt skipped" in names
+    rules = json.loads(render_sarif(report))["runs"][0]["tool"]["driver"]["rules"]
+    assert {"id": "PF030", "shortDescription": {"text": "qat.export.pt skipped"}} in rules
+    assert not any(p["id"] in " ".join(names) for p in report["pitfalls"])

@@ -58,7 +58,10 @@ def test_moved_variant_is_a_regression_only_when_asked(quant, tmp_path, capsys):
                                           "  hbm_x86: {metric: mAP, value: 0.50}"))
     code, diff = diff_json(capsys, quant, moved)
     assert code == 0
-    assert diff["verdict_text"] == "moved: the problem is now at compile"
+    # what got worse on the way is said beside the move (and is what --fail-on acts on)
+    assert diff["verdict_text"] == ("moved: the problem is now at compile; worse: hbm (x86) "
+                                    "unknown → abnormal; newly reported: QuantAnalysis for a "
+                                    "deployment problem")
     assert {"kind": "stage", "id": "hbm_x86", "old": "unknown", "new": "abnormal"} in \
         diff["regressions"]
     assert [p["id"] for p in diff["pitfalls"]["new"]] == ["quantanalysis_for_deploy"]
@@ -101,12 +104,13 @@ def test_checklist_fixed_and_broken(tmp_path, capsys):
     changes = {c["item"]: (c["old"], c["new"]) for c in diff["checklist"]}
     assert changes["preprocess_mode"] == ("fail", "pass")
     # the hbm stays abnormal: with the checklist passing, the conclusion moves to compile
-    assert diff["verdict"] == {"kind": "moved", "stage": "compile"} and code == 0
+    assert diff["verdict"] == {"kind": "moved", "stage": "compile", "items": []} and code == 0
     code, back = diff_json(capsys, after, before, "--fail-on", "regression")
     assert code == 1
     assert {"kind": "checklist", "id": "preprocess_mode", "old": "pass", "new": "fail"} in \
         back["regressions"]
-    assert back["verdict_text"] == "moved: the problem is now at user-side adaptation"
+    assert back["verdict_text"].startswith("moved: the problem is now at user-side adaptation; "
+                                           "worse: Input pre-processing")
 
 
 def test_html_and_chinese(quant, tmp_path, capsys):

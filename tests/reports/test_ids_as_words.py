@@ -98,3 +98,56 @@ def test_the_batch_table_shows_words(lang):
     table = summary_table(results, lang)
     assert not _shown_ids(table), table
     assert any(r.failed for r in results)        # the failed column is exercised
+
+
+# what no reader should meet: a knowledge-base seed number, a template's escaped brace, a
+# value table's raw key, a bare status word, a pill that names two things at once, the raw
+# list of thresholds
+LEAKS = re.compile(r"\bseed \d{3}\b|\{\{[\w ,]+\}\}|known from analyses_run|remedy or missing input"
+                   r"|由 analyses_run 得知|: open\b|\bcosine_good=")
+
+
+def _leaks(text: str) -> list[str]:
+    return sorted(set(LEAKS.findall(text)))
+
+
+def _as_shown(template: str) -> str:
+    return template.replace("{{", "{").replace("}}", "}")
+
+
+def test_rule_texts_and_their_explanations_read_as_words():
+    from qcdoctor.engine.matching.rulebook import load_rules
+    from qcdoctor.engine.reports.rule_docs import explain_rule
+    shown = {}
+    for rule in load_rules():
+        for lang in ("en", "zh"):
+            # a message is a format template (its doubled braces write one): read as shown
+            texts = [rule.title[lang], *(_as_shown(getattr(rule, key)[lang])
+                                         for key in ("message", "rationale")),
+                     explain_rule(rule.id, lang)]
+            found = [leak for text in texts for leak in _leaks(text)]
+            if found:
+                shown[f"{rule.id} {lang}"] = found
+    assert not shown, shown
+
+
+def test_the_rules_document_reads_as_words():
+    from tests.paths import REPO
+    assert not _leaks((REPO / "docs" / "rules.md").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_view_of_every_example_reads_as_words(lang):
+    from qcdoctor.engine.reports.formats import render_output
+    shown = {}
+    for name, audit, report in _reports(lang):
+        views = {fmt: render_output(report, fmt, audit=audit, fail_on="error")
+                 for fmt in ("md", "html", "json", "junit", "sarif")}
+        views["terminal"] = render_terminal(report, audit=audit, color=False, width=120)
+        for view, text in views.items():
+            if view == "html":
+                text = _prose_of_html(text)
+            found = _leaks(text)
+            if found:
+                shown[f"{name} {'audit' if audit else 'triage'} {view}"] = found
+    assert not shown, shown

@@ -239,7 +239,9 @@ def test_a_stop_signal_removes_the_extracted_bundle(tmp_path, signum, jobs):
                              env={**os.environ, "TMPDIR": str(scratch)})
     try:
         deadline = time.monotonic() + 120
-        while not any(p.name.startswith("qcdoctor-bundle-") for p in scratch.iterdir()):
+        # directly in TMPDIR, or in the batch's folder for its workers' files
+        while not any(p.name.startswith("qcdoctor-bundle-") for p in scratch.glob("*")) and \
+                not any(p.name.startswith("qcdoctor-bundle-") for p in scratch.glob("*/*")):
             assert child.poll() is None, child.stderr.read()
             assert time.monotonic() < deadline, "the bundle was never opened"
             time.sleep(0.005)
