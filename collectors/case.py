@@ -18,11 +18,16 @@ class Case:
     file: Path | None
     data: dict
     lines: dict[str, int] = field(default_factory=dict)
+    # what sources name: the case file, or nothing for a case built in Python (its keys
+    # are cited alone: there is no file line to point at)
+    source_name: str = CASE_FILE
 
     def source(self, key: str) -> str:
         """Provenance of a key path, e.g. ``case.yaml:12 (stages.qat_bc)``."""
+        if not self.source_name:
+            return key
         line = self.lines.get(key)
-        name = self.file.name if self.file else CASE_FILE
+        name = self.file.name if self.file else self.source_name
         return f"{name}:{line} ({key})" if line else f"{name} ({key})"
 
     def get(self, key: str, default=None):

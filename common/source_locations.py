@@ -40,6 +40,8 @@ def at(file, line: int | None = None) -> list[dict]:
 def case_key(case, key: str | None = None) -> list[dict]:
     """Where ``key`` (a key path such as ``deploy.train.mean``) stands in the case file;
     the file alone when the key is not written there (its default applies) or not given."""
+    if getattr(case, "source_name", "case.yaml") == "":
+        return []                   # a case built in Python: no file to point at
     name = case.file.name if getattr(case, "file", None) else "case.yaml"
     return at(name, case.lines.get(key) if key else None)
 

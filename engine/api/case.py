@@ -53,6 +53,8 @@ StageResult = float | str | Mapping[str, Any]
 # numbers in the report are the saved file's)
 HEADER = ("# qcdoctor case file (schema qcdoctor/case-v1): every key is described in\n"
           "# docs/case-file.md; `qcdoctor triage FOLDER` reads it.\n")
+# how the report names a case built in Python and not saved (it has no folder)
+_BUILT_IN_PYTHON = "qcdoctor.Case(...)"
 # arguments that are no key of case.yaml, or stand for a part of one
 _NOT_KEYS = ("chip", "march", "metric", "folder")
 
@@ -307,10 +309,11 @@ class Case:
         # the folder lists no files, as it did: the other language can be made later
         with entered_whole(lambda: tempfile.TemporaryDirectory(prefix="qcdoctor-case-")) \
                 as empty:
-            case = dataclasses.replace(read, folder=Path(empty), file=None)
+            case = dataclasses.replace(read, folder=Path(empty), file=None, source_name="")
             try:
                 return diagnose(case, allow_outside, audit=audit, lang=lang,
-                                trust_pickles=trust_pickles, use_env=use_env, display="-",
+                                trust_pickles=trust_pickles, use_env=use_env,
+                                display=_BUILT_IN_PYTHON,
                                 protected=[], files=CaseFiles(case.folder, allow_outside),
                                 thresholds=resolve(dataclasses.replace(case, folder=None),
                                                    use_env))

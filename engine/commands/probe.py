@@ -115,7 +115,9 @@ def run(args, parser) -> int:
                               lang))
     if result.fix_trials is not None:
         lines += fix_lines(result.fix_trials, words, lang)
-    lines.append(fill(words["next"], {"out": args.out}, lang))
+    case = _case_folder(Path(args.out))
+    lines.append(fill(words["next_in_case"], {"case": str(case)}, lang) if case is not None
+                 else fill(words["next"], {"out": args.out}, lang))
     print("\n".join(lines))
     return EXIT_OK
 
@@ -127,6 +129,16 @@ def _stages(args) -> tuple[str, ...] | None:
         return tuple(part.strip() for part in args.stages.split(","))
     if args.type == "fake_quant" and "qat" in re.split(r"[^a-z0-9]+", args.analysis.lower()):
         return ("float", "qat")
+    return None
+
+
+def _case_folder(out: Path) -> Path | None:
+    """The case folder ``out`` already is in (the nearest folder above it with a
+    case.yaml), as the user wrote it; None when there is none."""
+    from qcdoctor.collectors.case import CASE_FILE
+    for parent in out.parents:
+        if (parent / CASE_FILE).is_file():
+            return parent
     return None
 
 

@@ -405,10 +405,16 @@ class Intake:
         found = [f for f in report["facts"] if f.get("source") and not f["source"].startswith(
             ("case.yaml", "not given", "derived", "deploy rules", "rule ")) and
             f["type"] in ("platform", "version", "qa_folder", "graph_loaded", "deploy_script")]
-        if not found:
+        # a compile script in the folder that case.yaml does not name yet: read when the
+        # deployment questions come, and said now (it is no "nothing to collect")
+        scripts = [] if (self.doc.get("deploy") or {}).get("script") else \
+            find_compile_scripts(self.folder, self.files)
+        if not found and not scripts:
             self.prompter.say(t["none_found"])
             return
         self.prompter.say(t["found"])
+        for script in scripts:
+            self.prompter.say(f"  - {t['script_found'].format(script=script)}")
         for fact in found:
             detail = {"platform": lambda f: f"{f['chip']} / {f['march']}",
                       "version": lambda f: f"{f['package']} {f['version']}",

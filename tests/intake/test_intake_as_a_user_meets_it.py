@@ -381,3 +381,18 @@ def test_postprocessing_the_intake_wrote_is_never_asked_for_again(tmp_path, caps
     # it asks what its finer check needs, as that check's own row does
     io_types = next(c for c in report["checklist"] if c["id"] == "qdq_io_types")
     assert item["provide"] == io_types["provide"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_compile_script_in_the_folder_is_no_nothing_to_collect(tmp_path, lang):
+    """The script case.yaml does not name yet is said where the intake says what it
+    collected, never "nothing to collect"."""
+    folder = tmp_path / "case"
+    (folder / "deploy").mkdir(parents=True)
+    (folder / "deploy" / "compile_model.py").write_text(COMPILE_SCRIPT, encoding="utf-8")
+    said = intake(folder, [], lang=lang)
+    words = labels()[lang]["intake"]
+    assert words["none_found"] not in said
+    assert words["script_found"].format(script="deploy/compile_model.py") in said
+    empty = intake(tmp_path / "empty", [], lang=lang)
+    assert words["none_found"] in empty

@@ -380,10 +380,23 @@ def test_cli_probe_writes_the_folder(tmp_path, monkeypatch, capsys):
                  "--no-sensitivity", "--lang", "en", "--device", "cpu"])
     out = capsys.readouterr().out
     assert code == 0 and "compared 3 layer outputs; written to qa_probe" in out
+    assert "next: put qa_probe in the case folder" in out      # no case.yaml around it
     table = load_compare(tmp_path / "qa_probe" / "compare_per_layer_out.txt")
     assert [s.strip() for s in table.frame["mod_name"]] == ["0", "1", "2"]
     assert table.frame["cosine"].iat[0] < 1.0
     assert not list((tmp_path / "qa_probe").glob("output_*"))
+
+
+def test_cli_probe_inside_a_case_folder_says_to_triage_it(tmp_path, monkeypatch, capsys):
+    from qcdoctor.engine.commands.cli import main
+    _cli_case(tmp_path, monkeypatch, "cli_models_in_case")
+    case_yaml(tmp_path / "pcase")
+    code = main(["probe", "--baseline", "cli_models_in_case:build", "--analysis",
+                 "cli_models_in_case:build_rounded", "--inputs", "in.pt", "--out",
+                 "pcase/qa_probe", "--no-sensitivity", "--lang", "en"])
+    out = capsys.readouterr().out
+    assert code == 0 and "next: run qcdoctor triage pcase (the outputs are in that case " \
+        "folder already)" in out and "put pcase/qa_probe" not in out
 
 
 @pytest.mark.parametrize("extra, stages", [
