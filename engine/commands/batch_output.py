@@ -254,6 +254,18 @@ def index_html(rows: list[dict], lang: str) -> str:
                        stage_words=lambda s: CONCLUSION_LABELS[lang].get(s, s))
 
 
+def _action_cell(result, lang: str) -> str:
+    """The terminal table's first action: its cost and its text, shortened to a column a
+    terminal holds (the index shows more)."""
+    if not result.first_text:
+        return ""
+    shown = _first_action({"first_text": result.first_text, "first_cost": result.first_cost},
+                          lang, columns=_TERMINAL_ACTION_COLUMNS)
+    return f"[{shown['cost']}] {shown['short']}" if shown["cost"] else shown["short"]
+
+
+# the terminal table's first action column, in columns
+_TERMINAL_ACTION_COLUMNS = 56
 # a first action is shown up to this many columns (a Chinese character takes two)
 _ACTION_COLUMNS = 120
 _SENTENCE_END = re.compile(r"[。；;]|\.(?=\s)")
@@ -264,7 +276,7 @@ _COLON_AFTER = 60
 _CLOSING = (("(", ")"), ("（", "）"), ("[", "]"), ("`", "`"))
 
 
-def _first_action(row: dict, lang: str) -> dict:
+def _first_action(row: dict, lang: str, columns: int = 0) -> dict:
     """The first action as the index shows it: its cost in words, and its text shortened
     (asides and later clauses left out); the whole text stays for a tooltip."""
     from qcdoctor.wording import labels
@@ -275,10 +287,11 @@ def _first_action(row: dict, lang: str) -> dict:
     for label in labels()[lang]["cost_label"].values():
         if text.startswith(label):
             cost, text = label.strip("【】[] "), text[len(label):]
-    return {"cost": cost, "short": _shortened(text), "full": row["first_text"]}
+    return {"cost": cost, "short": _shortened(text, columns or _ACTION_COLUMNS),
+            "full": row["first_text"]}
 
 
-def _shortened(text: str) -> str:
+def _shortened(text: str, columns: int = _ACTION_COLUMNS) -> str:
     """``text`` up to its first sentence's end, cut at a comma or a word to fit
     _ACTION_COLUMNS and marked with … when anything was left out; a bracket or a `code`
     span the cut leaves open is closed again."""
@@ -288,8 +301,8 @@ def _shortened(text: str) -> str:
     colon = next((m for m in _COLON.finditer(short)
                   if display_width(short[:m.start()]) >= _COLON_AFTER), None)
     short = short[:colon.start()] if colon else short
-    if display_width(short) > _ACTION_COLUMNS:
-        while display_width(short) > _ACTION_COLUMNS - 4:
+    if display_width(short) > columns:
+        while display_width(short) > columns - 4:
             short = short[:-1]
         short = short[:_last_break(short)].rstrip(" ,，、")
     short = short.rstrip(" .。")
@@ -327,7 +340,7 @@ def summary_table(results: list[CaseResult], lang: str) -> str:
     from qcdoctor.engine.reports.termtext import display_width
     from qcdoctor.safe_text import one_line
     from qcdoctor.vocabulary import CONCLUSION_LABELS
-    from qcdoctor.wording import id_words, item_words, labels, suspect_words
+    from qcdoctor.wording import item_words, labels, suspect_words
     B = labels()[lang]["batch"]
     L = labels()[lang]
     head = [B[k] for k in ("col_case", "col_stage", "col_determined", "col_suspect",
@@ -343,7 +356,7 @@ def summary_table(results: list[CaseResult], lang: str) -> str:
             cells = [r.case, CONCLUSION_LABELS[lang].get(r.stage, r.stage),
                      L["yes"] if r.determined else L["no"],
                      suspect_words(r.suspect, r.failed, lang),
-                     id_words(r.first_kind, lang) if r.first_kind else "",
+                     _action_cell(r, lang),
                      L["list"].join(item_words(f, "fail", lang) for f in r.failed), str(r.exit)]
         body.append([one_line(c) for c in cells])
     widths = [max(display_width(row[i]) for row in [head, *body]) for i in range(len(head))]

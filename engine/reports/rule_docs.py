@@ -47,7 +47,9 @@ def explain_rule(rule_id: str, lang: str = "en", *, linked: bool = False) -> str
     # a message is a format template: its doubled braces are how it writes one brace
     unescaped = {key: getattr(rule, key)[lang].replace("{{", "{").replace("}}", "}")
                  for key in ("message", "rationale")}
+    from qcdoctor.wording import labels
     return render_template("rule_doc.md.j2", rule=rule, lang=lang, texts=unescaped,
+                           D=labels()[lang]["rule_doc"],
                            references=[describe(ref, linked=linked) for ref in rule.references],
                            when=dump(rule.raw["when"]), then=dump(rule.raw["then"]),
                            fires=len(rule.examples["fires"]), quiet=len(rule.examples["quiet"]))

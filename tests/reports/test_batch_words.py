@@ -155,3 +155,19 @@ def test_a_long_action_is_cut_at_a_comma_outside_brackets_and_code():
     short = _shortened(text)
     assert short.endswith(" …") and display_width(short) <= _ACTION_COLUMNS + 4
     assert short.count("`") % 2 == 0 and short.count("[") == short.count("]")
+
+
+def test_the_terminal_table_shows_each_first_action_not_its_kind(tmp_path, capsys):
+    names = ["board_only", "convert_j6p", "wide_gap"]
+    folders = cases(tmp_path / "cases", names)[:len(names)]
+    assert main(["triage", *map(str, folders), "-j", "1", "--no-env", "--lang", "en",
+                 "--format", "json", "-o", str(tmp_path / "out")]) == 0
+    table = capsys.readouterr().out
+    rows = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))["cases"]
+    for row in rows:
+        line = next(x for x in table.splitlines() if x.startswith(row["case"]))
+        # the action's own opening words, its cost in brackets; never only its kind
+        assert row["first_text"].split()[0] in line, line
+        assert "[verify" in line or "[analyse" in line or "[re-calibrate" in line \
+            or "[needs retraining" in line, line
+        assert display_width(line) < 400

@@ -192,3 +192,13 @@ def test_compare_models_refuses_an_unknown_language(tmp_path):
     with pytest.raises(QcdoctorError, match="lang"):
         compare_models(base, qat, EXAMPLE, tmp_path / "probe", lang="fr")
     assert not (tmp_path / "probe").exists()
+
+
+def test_rules_explain_in_chinese_has_no_english_field_words(capsys):
+    from qcdoctor.engine.commands.cli import main
+    assert main(["rules", "explain", "LY030", "--lang", "zh"]) == 0
+    text = capsys.readouterr().out
+    for english in ("group:", "severity:", "priority:", "**Message:**", "**Why:**",
+                    "When (all of)", "Then:", "Examples:"):
+        assert english not in text, english
+    assert "严重程度" in text and "条件（全部满足）" in text
