@@ -320,12 +320,12 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     "fix_trial": {"analysis": _s(default=""), "rank": _i(0), "fix": _s(*FIX_KINDS),
                   "layers": _s(default=""), "layer_count": _i(0), "after": _f(),
                   "error_removed": _f(), "forwards": _i(0), "reaches": _b(),
-                  "deployable": _b()},
+                  "deployable": _b(), **_DRIVES},
     # the search of one folder: single_* is the best one-layer trial of a remedy one can
     # deploy (single_tried: there is one), best_* the best such trial of any size
     # (measured: there is one), float_* the best float trial (the upper bound); greedy_*
     # the greedy set (greedy: the file has one), its size and whether it reached the target
-    "fix_trials": {"analysis": _s(default=""), "metric": _s(*FIX_METRICS),
+    "fix_trials": {"analysis": _s(default=""), "metric": _s(*FIX_METRICS), **_DRIVES,
                    # before_known: false when the file gives no figure before any fix
                    # within_target: the output met the target before any fix
                    "output": _s(default=""), "before": _f(), "before_known": _b(),

@@ -269,3 +269,15 @@ def test_the_command_line_reports_the_measured_fixes(tmp_path, capsys):
     assert report["fix_trials"][0]["trials"][1]["layers"] == [SINGLE_LAYER]
     assert report["next_actions"][0]["rule"] == "FX030"
     assert {"FX010", "FX030", "FX020", "FX021"} <= {t["rule"] for t in report["trace"]}
+
+
+def test_a_remedy_measured_on_another_step_is_no_action(tmp_path):
+    """knowledge.md §17 R4.5: the probe compared float with calib, the drop is at convert:
+    what it measured there is no remedy for the located step."""
+    stages = {"float": {"metric": "mAP", "value": 0.452}, "calib": {"metric": "mAP", "value": 0.45},
+              "qat": {"metric": "mAP", "value": 0.45}, "qat_bc": {"metric": "mAP", "value": 0.449},
+              "quantized_bc": {"metric": "mAP", "value": 0.391}}
+    report = triage(build_fix_case(tmp_path, "single", stages=stages))
+    assert report["conclusion"]["stage"] == "convert"
+    rules = [a["rule"] for a in report["next_actions"]]
+    assert "FX030" not in rules and "FX031" not in rules, rules
