@@ -48,8 +48,9 @@ def test_case_yaml_thresholds_change_the_reading_and_say_where(project, capsys):
     assert after["threshold_sources"]["dominance"] == "case.yaml:21 (thresholds.dominance)"
     assert main(["triage", str(project / "case"), "--lang", "en"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "Thresholds" in x)
-    assert "dominance=100 (case.yaml:21 (thresholds.dominance))" in line
-    assert "cosine_good=0.999," in line                      # defaults without a source
+    assert "100 times the next (or the typical) one dominates (case.yaml:21 (thresholds.dominance))" \
+        in line
+    assert "Cosine 0.999 or more agrees with the baseline;" in line      # defaults without a source
 
 
 def test_config_files_upwards_and_case_yaml_first(project, capsys):
