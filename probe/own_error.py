@@ -150,6 +150,7 @@ class _WeightMemo:
     def __init__(self, modules):
         self.wrapped: list[nn.Module] = []
         self.replaying = False
+        self.recording = True               # off: a call of our own (weight_error), kept out
         self.made: dict[int, list] = {}     # quantizer id -> [(input shape, output), ...]
         for module in modules:
             quantizer = getattr(module, "weight_fake_quant", None)
@@ -165,7 +166,7 @@ class _WeightMemo:
                     isinstance(x, torch.Tensor) and made[0][0] == x.shape:
                 return made.pop(0)[1]
             out = forward(x, *rest, **kwargs)
-            if not self.replaying and isinstance(x, torch.Tensor):
+            if self.recording and not self.replaying and isinstance(x, torch.Tensor):
                 self.made.setdefault(key, []).append((x.shape, out))
             return out
         return memoized
@@ -281,7 +282,12 @@ class OwnTap:
         if node.op == "call_module":
             module = self.plan.modules.get(node.target)
             if module is not None:
-                record.update(weight_error(module))
+                # its quantizer called by us, not by the model: nothing to replay later
+                self.weights.recording = False
+                try:
+                    record.update(weight_error(module))
+                finally:
+                    self.weights.recording = True
         self.records.append(record)
 
 

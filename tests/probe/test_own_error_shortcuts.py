@@ -79,3 +79,32 @@ def test_the_shortcuts_leave_the_own_error_as_it_was_and_the_model_untouched(
     compare_models(float_model, faulty, example(), tmp_path / "plain", sensitivity=False)
     fast, plain = _own_rows(tmp_path / "fast"), _own_rows(tmp_path / "plain")
     assert len(fast) > 30 and fast == plain
+
+
+class _Shared(torch.nn.Module):
+    """One conv called twice: its weight quantizer runs twice in each forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.relu = torch.nn.ReLU()
+
+    def forward(self, x):
+        return self.conv(self.relu(self.conv(x)))
+
+
+def test_a_module_called_twice_replays_the_weight_of_each_call(tmp_path, monkeypatch):
+    from torch.ao.quantization import get_default_qat_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import prepare_qat_fx
+    torch.manual_seed(0)
+    base = _Shared().eval()
+    x = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1))
+    qat = prepare_qat_fx(_Shared().train(), get_default_qat_qconfig_mapping("qnnpack"), (x,))
+    qat.load_state_dict(base.state_dict(), strict=False)
+    qat(x)
+    compare_models(base, qat, x, tmp_path / "fast", sensitivity=False)
+    monkeypatch.setattr(own_error, "fake_quant", lambda quantizer, x: None)
+    monkeypatch.setattr(own_error._WeightMemo, "replay", lambda self, module, call: call())
+    compare_models(base, qat, x, tmp_path / "plain", sensitivity=False)
+    fast, plain = _own_rows(tmp_path / "fast"), _own_rows(tmp_path / "plain")
+    assert len(fast) >= 2 and fast == plain
