@@ -11,8 +11,10 @@ worker thread of its own where the machine has a second CPU (none at --size 128)
 Baseline, measured in the same run on the same models: one plain forward of each model
 (float, then QAT) under ``torch.inference_mode``. The ratio is probe time / that pair
 of forwards, the probe's whole call (both models run with every layer output recorded,
-the metrics, the files written). Both are timed in turns (so both see the same load on
-a busy machine), ``--runs`` times each, after one warm-up call of each: the times
+the metrics, the files written). The plain forwards run torch's fake-quant kernels; the
+probe computes the same values in place (probe/fast_quant.py), which on CPU costs a
+fraction of the kernel: that saving is the probe's, and part of its ratio. Both are timed
+in turns (so both see the same load on a busy machine), ``--runs`` times each, after one warm-up call of each: the times
 printed are medians, "ratio median" is median probe time / median forwards time, "min"
 fastest / fastest. Target: the median ratio under 2x on every architecture (the exit
 status). The timed probes run the same models again into the same folder, as a rerun

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from qcdoctor.atomic import existing_mode, put_in_place
+from qcdoctor.collector import collector_paused
 from qcdoctor.collectors.own_error import OWN_ERROR_FILE
 from qcdoctor.collectors.qa_files import FIX_TRIALS, PROBE_MANIFEST, load_probe_manifest
 from qcdoctor.collectors.qa_writers import LAYOUTS, ROW_KEYS, write_sensitivity
@@ -38,6 +39,7 @@ from qcdoctor.engine.api.interrupts import HeldInterrupts
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.probe import fix_trials as fixes
 from qcdoctor.probe.capture import PATTERN_END, SAME, LayerRows, compare_layers
+from qcdoctor.probe.fast_quant import FastQuantizers
 from qcdoctor.probe.quantizers import (
     QuantizerAdapter,
     TorchAoAdapter,
@@ -106,6 +108,9 @@ class ProbeResult:
         return probe_markdown(self, self.lang)
 
 
+# rows, records and node values are many objects: no full collection over the user's
+# models in between (common/collector.py)
+@collector_paused()
 def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
                    sensitivity: bool = True, metric: str = "L1", names: list[str] | None = None,
                    analysis_model_type: str = "fake_quant", device: str | None = None,
@@ -177,11 +182,14 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
 
     every = [_modules(model) for model in (baseline, analysis)]
     saved = _Saved(every[0] + every[1])     # before any change: all of it can be undone
+    fast = None
     try:
         freeze_observers(analysis, every[1])
         freeze_observers(baseline, every[0])
         _eval(baseline)
         _eval(analysis)
+        # frozen torch.ao fake quants computed in place, same values (probe/fast_quant.py)
+        fast = FastQuantizers(every[0] + every[1])
         layers = compare_layers(baseline, analysis, args, kwargs)
         with torch.inference_mode():
             reference = [t for _, t in layers.baseline_outputs]
@@ -194,6 +202,8 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
                 tables = dict(zip(named, per_output, strict=True))
     finally:
         try:
+            if fast is not None:
+                fast.close()
             saved.restore()
         finally:
             release_scratch()
@@ -309,26 +319,42 @@ class _Saved:
     def __init__(self, modules: list[nn.Module]):
         from torch.ao.quantization import FakeQuantizeBase
         self.modes = [(m, m.training) for m in modules]
-        self.switches = [(m, _switch(m, "observer_enabled"), _switch(m, "fake_quant_enabled"))
-                         for m in modules if isinstance(m, FakeQuantizeBase)]
+        quantizers = [m for m in modules if isinstance(m, FakeQuantizeBase)]
+        self.switches = list(zip(quantizers, _switches(quantizers, "observer_enabled"),
+                                 _switches(quantizers, "fake_quant_enabled"), strict=True))
 
     def restore(self) -> None:
         undo_all((lambda: _restore_switches(self.switches),
                   lambda: _restore_modes(self.modes)))
 
 
-def _switch(module: nn.Module, name: str) -> bool | None:
-    flag = getattr(module, name, None)
-    if not isinstance(flag, torch.Tensor) or not flag.numel():
-        return None
-    return bool(flag.reshape(-1)[0])
+def _switches(modules: list[nn.Module], name: str) -> list[bool | None]:
+    """Each module's switch ``name``: its flag tensor's first value (None: no flag). A
+    model holds hundreds: the buffer straight from ``_buffers`` where it is one, and a
+    one-element flag read by ``item()``."""
+    found = []
+    for module in modules:
+        flag = module._buffers.get(name)
+        if flag is None:
+            flag = getattr(module, name, None)
+        if not isinstance(flag, torch.Tensor) or not flag.numel():
+            found.append(None)
+        else:
+            found.append(bool(flag.item() if flag.numel() == 1 else flag.reshape(-1)[0]))
+    return found
 
 
 def _restore_switches(switches: list) -> None:
-    for module, observing, quantizing in switches:
-        if observing is not None and _switch(module, "observer_enabled") != observing:
+    if not switches:
+        return
+    quantizers = [module for module, _, _ in switches]
+    observing_now = _switches(quantizers, "observer_enabled")
+    quantizing_now = _switches(quantizers, "fake_quant_enabled")
+    for (module, observing, quantizing), observing_now_, quantizing_now_ in zip(
+            switches, observing_now, quantizing_now, strict=True):
+        if observing is not None and observing_now_ != observing:
             module.enable_observer(observing)
-        if quantizing is not None and _switch(module, "fake_quant_enabled") != quantizing:
+        if quantizing is not None and quantizing_now_ != quantizing:
             module.enable_fake_quant(quantizing)
 
 
@@ -405,7 +431,10 @@ def _write_compare(folder: Path, rows: list[dict]) -> list[Path]:
     import re
     header = LAYOUTS["23"] + EXTRA_COLUMNS
     keys = [ROW_KEYS.get(c, c) for c in header]
-    cells = [[_cell(row.get(k)) for k in keys] for row in rows]
+    # most cells are finite floats: formatted here, the rest by _cell (NaN fails the
+    # range test)
+    cells = [[f"{v:.7f}" if type(v) is float and -1e15 < v < 1e15 else _cell(v)
+              for v in map(row.get, keys)] for row in rows]
     unwritable = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
     named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -627,8 +656,10 @@ def _publish(out: Path, staging: Path, staged: list[str], earlier: list[str],
     with HeldInterrupts() as hold:
         hold()
         # both runs' files listed first: a run stopped half-way (killed) still leaves a
-        # folder its rerun replaces
-        _write_manifest(result, kind, metric, files=sorted({*earlier, *staged}))
+        # folder its rerun replaces (the earlier manifest does already when it lists
+        # every file this run writes)
+        if not set(staged) <= set(earlier):
+            _write_manifest(result, kind, metric, files=sorted({*earlier, *staged}))
         for name in staged:
             new = staging / name
             # the earlier file's permissions kept, as every atomic replacement keeps them

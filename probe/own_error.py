@@ -26,9 +26,9 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.ao.quantization import FakeQuantize, FusedMovingAvgObsFakeQuantize
 
 from qcdoctor.collectors.own_error import COLUMNS, OWN_ERROR_FILE  # as triage reads them
+from qcdoctor.probe.fast_quant import fake_quant  # the output quantizer, in place
 from qcdoctor.probe.stats import pair_stats
 
 _WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -101,12 +101,15 @@ def _folded(module: nn.Module, weight: torch.Tensor) -> torch.Tensor:
     return weight * factor.reshape(shape)
 
 
-def own_numbers(base: torch.Tensor, own: torch.Tensor, qscale: float | None) -> dict:
+def own_numbers(base: torch.Tensor, own: torch.Tensor, qscale: float | None,
+                base_side: dict | None = None) -> dict:
     """own_cosine, own_atol and own_qsteps of one layer's own output against the baseline's
-    (none where either side is not finite: the sums say so, without a pass of their own)."""
+    (none where either side is not finite: the sums say so, without a pass of their own).
+    ``base_side``: the baseline side's numbers when its row has them (its sum of squares
+    is reused)."""
     if base.shape != own.shape or base.numel() == 0:
         return {}
-    stats = pair_stats(base, own, ("cosine", "atol"))
+    stats = pair_stats(base, own, ("cosine", "atol"), base_side=base_side)
     cosine, atol = stats["cosine"], stats["atol"]
     if cosine is None or atol is None or not (math.isfinite(cosine) and math.isfinite(atol)):
         return {}
@@ -140,24 +143,29 @@ def _cell(value) -> str:
 
 class _WeightMemo:
     """A layer's shadow call replays the fake-quantized weight its analysis call made a
-    moment before: weight fake quant is about half of a QAT forward, and the own error may
-    cost one more forward, no more. Between the two calls nothing runs, and the model is in
+    moment before: the own error may cost one more forward, no more, and a weight's fake
+    quant (a fused BN folded in first) is a good part of a layer's call. Between the two calls nothing runs, and the model is in
     eval mode with its observers frozen, so the weight (a fused BN folded in) is quantized
     to the same values. Each weight quantizer's ``forward`` is wrapped for the run
     (``close`` puts it back on every exit path); one that has a forward of its own is left
     alone, and a call whose input differs in shape from the recorded one is computed."""
 
     def __init__(self, modules):
-        self.wrapped: list[nn.Module] = []
+        self.wrapped: list[tuple[nn.Module, object]] = []  # (quantizer, its instance forward)
         self.replaying = False
         self.recording = True               # off: a call of our own (weight_error), kept out
         self.made: dict[int, list] = {}     # quantizer id -> [(input shape, output), ...]
+        seen: set[int] = set()
         for module in modules:
             quantizer = getattr(module, "weight_fake_quant", None)
-            if isinstance(quantizer, nn.Module) and "forward" not in quantizer.__dict__ \
-                    and quantizer not in self.wrapped:
+            if not isinstance(quantizer, nn.Module) or id(quantizer) in seen:
+                continue
+            before = quantizer.__dict__.get("forward")
+            # the probe's own in-place forward (fast_quant) is wrapped too; a user's is not
+            if before is None or getattr(before, "mirrors_fake_quant", False):
+                seen.add(id(quantizer))
                 quantizer.forward = self._memoized(id(quantizer), quantizer.forward)
-                self.wrapped.append(quantizer)
+                self.wrapped.append((quantizer, before))
 
     def _memoized(self, key: int, forward):
         def memoized(x, *rest, **kwargs):
@@ -187,7 +195,11 @@ class _WeightMemo:
     def close(self) -> None:
         self.made.clear()
         while self.wrapped:
-            self.wrapped.pop().__dict__.pop("forward", None)
+            quantizer, before = self.wrapped.pop()
+            if before is None:
+                quantizer.__dict__.pop("forward", None)
+            else:
+                quantizer.forward = before
 
 
 class OwnTap:
@@ -198,12 +210,14 @@ class OwnTap:
 
     ``base``: baseline outputs by key, kept from the baseline's run; ``counterpart``: an
     analysis row key -> the baseline key it is compared with (filled as rows are made);
-    ``node_keys``: the tap's node -> row key.
+    ``node_keys``: the tap's node -> row key; ``sides``: a baseline key -> the side numbers
+    its row measured (None while not measured).
     """
 
-    def __init__(self, plan, base: dict, counterpart: dict, node_keys: dict):
+    def __init__(self, plan, base: dict, counterpart: dict, node_keys: dict, sides=None):
         self.plan, self.base, self.counterpart = plan, base, counterpart
         self.node_keys = node_keys
+        self.sides = sides                  # baseline key -> its side numbers, or None
         self.quantizer_of = {source: q for q, source in plan.observer.items()}
         self.shadow: dict = {}              # node -> its value in the shadow world
         self.pending: dict = {}             # row node -> its own output before quantization
@@ -275,7 +289,9 @@ class OwnTap:
             self.plan.layers[node]
         from qcdoctor.probe.layers import output_scale
         qscale, _ = output_scale(layer.quantizer)
-        numbers = own_numbers(base, own.detach(), qscale)
+        side = self.sides(self.counterpart[key]) if self.sides is not None else None
+        numbers = own_numbers(base, own.detach(), qscale,
+                              side if side and side.get("sumsq") is not None else None)
         if not numbers:
             return
         record = {"mod_name": key[0], **numbers}
@@ -289,34 +305,6 @@ class OwnTap:
                 finally:
                     self.weights.recording = True
         self.records.append(record)
-
-
-_PLAIN_FAKE_QUANTS = (FakeQuantize, FusedMovingAvgObsFakeQuantize)
-
-
-def fake_quant(quantizer, x):
-    """torch.ao's per-tensor fake quant of ``x`` by a frozen ``quantizer``, in four
-    in-place passes: the fused op also writes a mask and costs about four times as much,
-    and the shadow run quantizes every row's own output once more. The same float32
-    arithmetic as torch's kernel (``x * (1/scale)`` rounded half to even, plus the zero
-    point, clamped, minus it, times the scale), so the same values. None: another kind of
-    quantizer (its own call decides), per channel, not a float tensor, or fake quant off."""
-    if type(quantizer) not in _PLAIN_FAKE_QUANTS or not isinstance(x, torch.Tensor) or \
-            x.dtype != torch.float32 or quantizer.is_per_channel:
-        return None
-    scale, zero = quantizer.scale, quantizer.zero_point
-    if scale.numel() != 1 or zero.numel() != 1 or not bool(quantizer.fake_quant_enabled[0]) \
-            or bool(quantizer.observer_enabled[0]):
-        return None
-    inverse = float(1.0 / scale.to(torch.float32))      # float32, as the kernel's 1.0f/scale
-    zero_point = int(zero)
-    out = torch.mul(x, inverse).round_()
-    if zero_point:
-        out.add_(zero_point)
-    out.clamp_(quantizer.quant_min, quantizer.quant_max)
-    if zero_point:
-        out.sub_(zero_point)
-    return out.mul_(float(scale))
 
 
 def _call(node, module, args, kwargs):

@@ -18,15 +18,14 @@ chart, and the chart's caption says how many were.
 
 from __future__ import annotations
 
-import gc
 import io
 import math
 import re
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache, partial, wraps
 
+from qcdoctor.collector import collector_paused
 from qcdoctor.engine.reports.view import FIX_TRIALS_SHOWN
 from qcdoctor.safe_text import visible_data
 from qcdoctor.vocabulary import stage_label
@@ -498,7 +497,7 @@ def _drawn(drawings: list) -> list[Plot]:
     forked child meanwhile (a plot is all CPU: the second core halves the wait)."""
     from qcdoctor.engine.matching.forked import MISSING, ForkedCall
     _matplotlib()                               # imported once, before the fork
-    with _collector_paused():
+    with collector_paused():
         if len(drawings) < 2:
             return [draw() for draw in drawings]
         theirs = drawings[1::2]
@@ -512,27 +511,3 @@ def _drawn(drawings: list) -> list[Plot]:
     return plots
 
 
-# how many threads are drawing a report's plots, and whether the collector ran before
-_pause = {"drawing": 0, "was_enabled": False}
-_PAUSE = threading.Lock()
-
-
-@contextmanager
-def _collector_paused():
-    """No cyclic garbage collection while drawing: matplotlib makes thousands of objects,
-    which trigger full collections over all the caller holds (a large table's report),
-    costing up to as much again as the drawing. Each figure is dropped after its plot;
-    what is left is collected when the collector runs next. Counted across threads: the
-    last one done gives the collector back as the first one found it."""
-    with _PAUSE:
-        if _pause["drawing"] == 0:
-            _pause["was_enabled"] = gc.isenabled()
-            gc.disable()
-        _pause["drawing"] += 1
-    try:
-        yield
-    finally:
-        with _PAUSE:
-            _pause["drawing"] -= 1
-            if _pause["drawing"] == 0 and _pause["was_enabled"]:
-                gc.enable()

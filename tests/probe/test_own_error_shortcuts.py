@@ -1,61 +1,19 @@
-"""The own error's two shortcuts (probe/own_error.py) change its cost, never its numbers:
-the shadow call of a layer replays the fake-quantized weight its analysis call made, and
-a plain torch.ao fake quant is applied in place by the same float32 arithmetic."""
+"""The probe's shortcuts change its cost, never its numbers: the shadow call of a layer
+replays the fake-quantized weight its analysis call made (probe/own_error.py), and a
+frozen plain torch.ao fake quant is computed in place by the same float32 arithmetic
+(probe/fast_quant.py, whose values tests/probe/test_fast_quant.py checks one by one)."""
 
 from __future__ import annotations
 
 import csv
-import itertools
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch.ao.quantization import (  # noqa: E402
-    FakeQuantize,
-    FusedMovingAvgObsFakeQuantize,
-    MovingAverageMinMaxObserver,
-)
-
-from qcdoctor.probe import compare_models, own_error  # noqa: E402
-from qcdoctor.probe.own_error import fake_quant  # noqa: E402
+from qcdoctor.probe import compare_models, fast_quant, own_error  # noqa: E402
 from tests.probe.test_probe_real_networks import built, example  # noqa: E402
 from tests.probe_nets import inject, one_thread  # noqa: E402,F401 - one_thread: autouse
-
-SCHEMES = [(torch.per_tensor_symmetric, -128, 127, torch.qint8),
-           (torch.per_tensor_affine, 0, 255, torch.quint8),
-           (torch.per_tensor_affine, 0, 15, torch.quint8),         # 4 bits, a zero point
-           (torch.per_tensor_symmetric, -32768, 32767, torch.qint32)]
-
-
-@pytest.mark.parametrize("kind, scheme", itertools.product(
-    (FakeQuantize, FusedMovingAvgObsFakeQuantize), SCHEMES))
-def test_the_in_place_fake_quant_gives_the_modules_values(kind, scheme):
-    qscheme, low, high, dtype = scheme
-    quantizer = kind(observer=MovingAverageMinMaxObserver, quant_min=low, quant_max=high,
-                     dtype=dtype, qscheme=qscheme)
-    generator = torch.Generator().manual_seed(0)
-    for shift in (0.0, 1.0, -2.5):
-        quantizer.enable_observer()
-        quantizer(torch.randn(4000, generator=generator) * 3 + shift)
-        quantizer.disable_observer()
-        quantizer.eval()
-        # values on the rounding ties and past both ends of the range included
-        x = torch.cat([torch.randn(5000, generator=generator) * 6,
-                       (torch.arange(-40, 40) + 0.5) * quantizer.scale])
-        with torch.inference_mode():
-            assert torch.equal(fake_quant(quantizer, x), quantizer(x))
-
-
-def test_a_quantizer_it_cannot_mirror_is_left_to_its_own_call():
-    quantizer = FakeQuantize(observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255)
-    quantizer(torch.randn(100))
-    assert fake_quant(quantizer, torch.randn(10)) is None        # its observer still on
-    quantizer.disable_observer()
-    assert fake_quant(quantizer, torch.randn(10).double()) is None
-    quantizer.disable_fake_quant()
-    assert fake_quant(quantizer, torch.randn(10)) is None
-    assert fake_quant(torch.nn.Identity(), torch.randn(10)) is None
 
 
 def _own_rows(folder):
@@ -63,22 +21,30 @@ def _own_rows(folder):
         return list(csv.DictReader(handle))
 
 
-def test_the_shortcuts_leave_the_own_error_as_it_was_and_the_model_untouched(
+def _without_shortcuts(monkeypatch):
+    monkeypatch.setattr(own_error, "fake_quant", lambda quantizer, x: None)
+    monkeypatch.setattr(own_error._WeightMemo, "replay", lambda self, module, call: call())
+    monkeypatch.setattr(fast_quant, "ENABLED", False)
+
+
+def test_the_shortcuts_leave_the_tables_as_they_were_and_the_model_untouched(
         tmp_path, monkeypatch):
-    """On a resnet with one faulty scale: the own-error file with the shortcuts equals the
-    one with every weight quantized again and every fake quant called, and no weight
-    quantizer keeps the wrapper afterwards."""
+    """On a resnet with one faulty scale: the own-error file and the per-layer tables with
+    the shortcuts equal the ones with every weight quantized again and every fake quant
+    run by torch's kernel, and no quantizer keeps a forward of the probe's afterwards."""
     float_model, _, qat = built("resnet18")
     faulty = inject(qat, "features.stage2.unit1.body.conv1.conv", scale_factor=0.05)
     compare_models(float_model, faulty, example(), tmp_path / "fast", sensitivity=False)
     wrapped = [name for name, module in faulty.named_modules()
                if "forward" in module.__dict__]
     assert wrapped == []
-    monkeypatch.setattr(own_error, "fake_quant", lambda quantizer, x: None)
-    monkeypatch.setattr(own_error._WeightMemo, "replay", lambda self, module, call: call())
+    _without_shortcuts(monkeypatch)
     compare_models(float_model, faulty, example(), tmp_path / "plain", sensitivity=False)
     fast, plain = _own_rows(tmp_path / "fast"), _own_rows(tmp_path / "plain")
     assert len(fast) > 30 and fast == plain
+    table = "compare_per_layer_out.csv"
+    assert (tmp_path / "fast" / table).read_text(encoding="utf-8") == \
+        (tmp_path / "plain" / table).read_text(encoding="utf-8")
 
 
 class _Shared(torch.nn.Module):
@@ -103,8 +69,7 @@ def test_a_module_called_twice_replays_the_weight_of_each_call(tmp_path, monkeyp
     qat.load_state_dict(base.state_dict(), strict=False)
     qat(x)
     compare_models(base, qat, x, tmp_path / "fast", sensitivity=False)
-    monkeypatch.setattr(own_error, "fake_quant", lambda quantizer, x: None)
-    monkeypatch.setattr(own_error._WeightMemo, "replay", lambda self, module, call: call())
+    _without_shortcuts(monkeypatch)
     compare_models(base, qat, x, tmp_path / "plain", sensitivity=False)
     fast, plain = _own_rows(tmp_path / "fast"), _own_rows(tmp_path / "plain")
     assert len(fast) >= 2 and fast == plain

@@ -1,0 +1,203 @@
+"""torch.ao's frozen fake quants computed in place, with the same float32 arithmetic as
+torch's kernels, so the same values (tests/probe/test_fast_quant.py checks them).
+
+Why: on CPU the fused kernels behind FakeQuantize and FusedMovingAvgObsFakeQuantize also
+write a mask and skip vectorisation; measured here, a frozen activation quantizer costs
+about nine times the four in-place passes below, a per-channel weight quantizer up to
+twenty-five times. The probe runs the analysis model (and its layers' shadow calls for the
+own error) with each such quantizer's ``forward`` replaced for the run
+(``FastQuantizers``), and puts every one back on every exit path.
+
+A quantizer is mirrored only while it is frozen (observer off, fake quant on), per tensor
+or per channel with integer zero points, on a float32 input; anything else goes to its
+own call. What it holds (scale, zero point, switches) is read again whenever one of those
+tensors is replaced or written (their version counters), so a switch turned during the
+run (the sensitivity pass) is honoured. The fused kernel takes its scale and zero point
+from its observer's range at every call, whatever its buffers hold: those are read after
+one call of its own (``_settle``).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+from torch import nn
+from torch.ao.quantization import FakeQuantize, FusedMovingAvgObsFakeQuantize
+
+_PLAIN = (FakeQuantize, FusedMovingAvgObsFakeQuantize)
+_PER_CHANNEL = (torch.per_channel_affine, torch.per_channel_symmetric)
+_STATE = ("scale", "zero_point", "fake_quant_enabled", "observer_enabled")
+
+# quantizer -> (stamp of its state tensors, plan or None)
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+# off: every quantizer runs its own kernel (tests compare the two)
+ENABLED = True
+
+
+class _Plan:
+    """The numbers of one frozen quantizer, read once: 1/scale as torch's kernel computes
+    it (float32), the scale, and the range of the rounded value less the zero point
+    (``low`` = quant_min - zero point, ``high`` = quant_max - zero point); per channel,
+    as tensors along ``axis``."""
+
+    __slots__ = ("inverse", "scale", "low", "high", "axis")
+
+    def __init__(self, inverse, scale, low, high, axis: int | None):
+        self.inverse, self.scale, self.low, self.high, self.axis = \
+            inverse, scale, low, high, axis
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor | None:
+        if x.dtype != torch.float32:
+            return None
+        inverse, scale, low, high = self.inverse, self.scale, self.low, self.high
+        if self.axis is not None:
+            axis = self.axis if self.axis >= 0 else self.axis + x.dim()
+            if not 0 <= axis < x.dim() or x.shape[axis] != inverse.numel():
+                return None
+            shape = [1] * x.dim()
+            shape[axis] = -1
+            inverse, scale = inverse.view(shape), scale.view(shape)
+            low, high = low.view(shape), high.view(shape)
+        # torch's kernel: (clamp(round(x * (1/scale)) + zero, qmin, qmax) - zero) * scale,
+        # rounding half to even. The bounds are whole numbers, so clamping before rounding
+        # gives the same values, and the zero point leaves the sum. The kernel makes a NaN
+        # the range's low end: so does nan_to_num per tensor; per channel (weights) a NaN
+        # is left to the kernel
+        out = torch.mul(x, inverse).clamp_(low, high)
+        if self.axis is None:
+            return out.nan_to_num_(nan=low).round_().mul_(scale)
+        if bool(torch.isnan(out).any()):
+            return None
+        return out.round_().mul_(scale)
+
+
+def _stamp(quantizer: nn.Module):
+    """Identity and version of each state tensor: equal while none was replaced or written.
+    None: a state tensor missing, or one without a version (made in inference mode)."""
+    parts = []
+    buffers = quantizer._buffers
+    for name in _STATE:
+        tensor = buffers.get(name)
+        if tensor is None:
+            return None
+        try:
+            parts.append((id(tensor), tensor._version))
+        except RuntimeError:                # an inference tensor keeps no version
+            return None
+    return tuple(parts)
+
+
+def _read_plan(quantizer: nn.Module) -> _Plan | None:
+    if not bool(quantizer.fake_quant_enabled[0]) or bool(quantizer.observer_enabled[0]):
+        return None
+    scale, zero = quantizer.scale, quantizer.zero_point
+    if not scale.is_floating_point() or zero.is_floating_point() or \
+            scale.numel() != zero.numel() or scale.numel() == 0:
+        return None
+    low, high = int(quantizer.quant_min), int(quantizer.quant_max)
+    if quantizer.is_per_channel:
+        if quantizer.qscheme not in _PER_CHANNEL or (
+                type(quantizer) is FusedMovingAvgObsFakeQuantize and quantizer.ch_axis != 0):
+            return None                 # the fused kernel takes axis 0 only: its error
+        scales = scale.detach().to(torch.float32).clone()
+        zeros = zero.detach().to(torch.float32)
+        return _Plan(1.0 / scales, scales, low - zeros, high - zeros, int(quantizer.ch_axis))
+    if scale.numel() != 1:
+        return None
+    inverse = float(1.0 / scale.detach().to(torch.float32))    # the kernel's 1.0f / scale
+    zero_point = int(zero)
+    return _Plan(inverse, float(scale), low - zero_point, high - zero_point, None)
+
+
+def plan_of(quantizer) -> _Plan | None:
+    """The plan of a plain torch.ao fake quant as it is now (None: not one to mirror)."""
+    if not ENABLED or type(quantizer) not in _PLAIN:
+        return None
+    stamp = _stamp(quantizer)
+    if stamp is None:
+        return None
+    known = _PLANS.get(quantizer)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    if type(quantizer) is FusedMovingAvgObsFakeQuantize:
+        _settle(quantizer)
+        stamp = _stamp(quantizer)
+    plan = _read_plan(quantizer)
+    _PLANS[quantizer] = (stamp, plan)
+    return plan
+
+
+def _settle(quantizer: nn.Module) -> None:
+    """The fused kernel derives scale and zero point from its observer's range on every
+    call, observer off or not, and writes them to its buffers: one call of its own on a
+    zero input makes the buffers what it would use (a scale written by hand is undone, as
+    the module's next call would undo it)."""
+    try:
+        if not bool(quantizer.fake_quant_enabled[0]) or bool(quantizer.observer_enabled[0]):
+            return
+        shape = [1]
+        if quantizer.is_per_channel:
+            axis = int(quantizer.ch_axis)
+            if axis < 0:
+                return
+            shape = [1] * (axis + 1)
+            shape[axis] = quantizer.scale.numel()
+        with torch.no_grad():
+            type(quantizer).forward(quantizer, torch.zeros(shape, device=quantizer.scale.device))
+    except Exception:  # noqa: BLE001 - a state the kernel refuses: _read_plan decides
+        return
+
+
+def fake_quant(quantizer, x):
+    """``quantizer(x)`` computed in place for a frozen plain torch.ao fake quant; None for
+    another kind of quantizer, a float zero point, fake quant off or a live observer, or
+    an input that is not a float32 tensor (its own call decides)."""
+    if not isinstance(x, torch.Tensor):
+        return None
+    plan = plan_of(quantizer)
+    return plan(x) if plan is not None else None
+
+
+class FastQuantizers:
+    """Each plain torch.ao fake quant among ``modules`` runs ``fake_quant`` while this is
+    open (its own ``forward`` where that gives None); ``close`` puts every one back. One
+    whose instance already has a ``forward`` of its own is left alone."""
+
+    def __init__(self, modules):
+        self.installed: list[nn.Module] = []
+        if not ENABLED:
+            return
+        for module in modules:
+            if type(module) in _PLAIN and "forward" not in module.__dict__:
+                module.forward = _mirrored(module)
+                self.installed.append(module)
+
+    def close(self) -> None:
+        while self.installed:
+            self.installed.pop().__dict__.pop("forward", None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
+
+
+def _mirrored(quantizer: nn.Module):
+    ref = weakref.ref(quantizer)            # no cycle through the instance's own dict
+
+    def forward(x, *rest, **kwargs):
+        target = ref()
+        # under autograd the kernel's straight-through gradient is needed: its own call
+        if not rest and not kwargs and isinstance(x, torch.Tensor) and \
+                not torch.is_grad_enabled():
+            plan = plan_of(target)
+            if plan is not None:
+                out = plan(x)
+                if out is not None:
+                    return out
+        return type(target).forward(target, x, *rest, **kwargs)
+    forward.mirrors_fake_quant = True
+    return forward

@@ -1,0 +1,186 @@
+"""probe/fast_quant.py: a frozen plain torch.ao fake quant computed in place gives the
+values torch's kernel gives, element by element (rounding ties, both ends of the range,
+NaN and infinities per tensor), per tensor and per channel; anything it cannot mirror is
+left to the quantizer's own call; a switch turned or a scale written while the probe's
+forwards are in place is honoured; and every quantizer gets its own forward back."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.ao.quantization import (  # noqa: E402
+    FakeQuantize,
+    FusedMovingAvgObsFakeQuantize,
+    MovingAverageMinMaxObserver,
+    MovingAveragePerChannelMinMaxObserver,
+)
+
+from qcdoctor.probe import fast_quant  # noqa: E402
+from qcdoctor.probe.fast_quant import FastQuantizers, fake_quant  # noqa: E402
+from tests.probe_nets import one_thread  # noqa: E402,F401 - autouse
+
+KINDS = (FakeQuantize, FusedMovingAvgObsFakeQuantize)
+PER_TENSOR = [(torch.per_tensor_symmetric, -128, 127, torch.qint8),
+              (torch.per_tensor_affine, 0, 255, torch.quint8),
+              (torch.per_tensor_affine, 0, 15, torch.quint8),          # 4 bits, a zero point
+              (torch.per_tensor_symmetric, -32768, 32767, torch.qint32)]
+PER_CHANNEL = [(torch.per_channel_symmetric, -128, 127, torch.qint8),
+               (torch.per_channel_affine, 0, 255, torch.quint8),        # zero points per row
+               (torch.per_channel_affine, -8, 7, torch.qint8)]          # 4 bits
+
+
+def _frozen(kind, observer, scheme, sample, **extra):
+    qscheme, low, high, dtype = scheme
+    quantizer = kind(observer=observer, quant_min=low, quant_max=high, dtype=dtype,
+                     qscheme=qscheme, **extra)
+    quantizer(sample)
+    quantizer.disable_observer()
+    quantizer.eval()
+    return quantizer
+
+
+def _ties(quantizer, shape, axis=None):
+    """Values on the rounding ties of each scale, and past both ends of its range; per
+    channel, eight values a channel along ``axis``."""
+    steps = (torch.arange(-300, 300, dtype=torch.float32) + 0.5)
+    scale = quantizer.scale.reshape(-1)
+    if axis is None:
+        return (steps * scale).reshape(-1)
+    count = scale.numel()
+    picked = steps[torch.arange(count * 8) % steps.numel()].reshape(count, 8)
+    grid = picked * scale.reshape(-1, 1)
+    return grid.movedim(0, axis) if axis else grid
+
+
+@pytest.mark.parametrize("kind, scheme", list(itertools.product(KINDS, PER_TENSOR)))
+def test_per_tensor_values_are_the_kernels(kind, scheme):
+    generator = torch.Generator().manual_seed(0)
+    for shift in (0.0, 1.0, -2.5):
+        quantizer = _frozen(kind, MovingAverageMinMaxObserver, scheme,
+                            torch.randn(4000, generator=generator) * 3 + shift)
+        x = torch.cat([torch.randn(5000, generator=generator) * 6, _ties(quantizer, None),
+                       torch.tensor([float("nan"), float("inf"), -float("inf"), 1e30, -1e30])])
+        with torch.inference_mode():
+            assert torch.equal(fake_quant(quantizer, x), quantizer(x))
+
+
+@pytest.mark.parametrize("kind, scheme, axis", list(itertools.product(KINDS, PER_CHANNEL,
+                                                                        (0, 1))))
+def test_per_channel_values_are_the_kernels(kind, scheme, axis):
+    """A conv weight (channels first) and a weight whose channels are its second axis (a
+    transposed conv's), every channel on its own scale and zero point."""
+    generator = torch.Generator().manual_seed(1)
+    shape = (6, 5, 3, 3) if axis == 0 else (5, 6, 3, 3)
+    # channels a hundred times apart, each off centre
+    spread = torch.logspace(-2, 0, 6).reshape([-1 if i == axis else 1 for i in range(4)])
+    weight = torch.randn(shape, generator=generator) * spread + spread * 0.3
+    quantizer = _frozen(kind, MovingAveragePerChannelMinMaxObserver, scheme,
+                        weight.movedim(axis, 0), ch_axis=0)
+    quantizer.ch_axis = axis
+    if kind is FusedMovingAvgObsFakeQuantize and axis != 0:
+        # torch's fused kernel takes axis 0 only: its call raises, and so it decides
+        assert fake_quant(quantizer, weight) is None
+        return
+    with torch.inference_mode():
+        assert torch.equal(fake_quant(quantizer, weight), quantizer(weight))
+        ties = _ties(quantizer, None, axis=axis)
+        assert torch.equal(fake_quant(quantizer, ties), quantizer(ties))
+        wide = weight * 40                                  # past both ends of each range
+        assert torch.equal(fake_quant(quantizer, wide), quantizer(wide))
+
+
+def test_a_nan_in_a_weight_is_left_to_the_kernel():
+    weight = torch.randn(4, 3)
+    quantizer = _frozen(FakeQuantize, MovingAveragePerChannelMinMaxObserver,
+                        PER_CHANNEL[0], weight, ch_axis=0)
+    weight[1, 2] = float("nan")
+    assert fake_quant(quantizer, weight) is None
+
+
+def test_what_it_cannot_mirror_is_left_to_the_quantizers_own_call():
+    quantizer = FakeQuantize(observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255)
+    quantizer(torch.randn(100))
+    assert fake_quant(quantizer, torch.randn(10)) is None        # its observer still on
+    quantizer.disable_observer()
+    assert fake_quant(quantizer, torch.randn(10)) is not None
+    assert fake_quant(quantizer, torch.randn(10).double()) is None
+    assert fake_quant(quantizer, [1.0]) is None
+    quantizer.disable_fake_quant()
+    assert fake_quant(quantizer, torch.randn(10)) is None
+    assert fake_quant(torch.nn.Identity(), torch.randn(10)) is None
+    floats = FakeQuantize(observer=MovingAveragePerChannelMinMaxObserver, quant_min=0,
+                          quant_max=255, dtype=torch.quint8,
+                          qscheme=torch.per_channel_affine_float_qparams, ch_axis=0)
+    floats(torch.randn(4, 3))
+    floats.disable_observer()
+    assert fake_quant(floats, torch.randn(4, 3)) is None          # float zero points
+    weight = torch.randn(4, 3)
+    per_channel = _frozen(FakeQuantize, MovingAveragePerChannelMinMaxObserver,
+                          PER_CHANNEL[0], weight, ch_axis=0)
+    assert fake_quant(per_channel, torch.randn(5, 3)) is None     # 5 rows, 4 scales
+
+
+class _Two(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = FusedMovingAvgObsFakeQuantize(observer=MovingAverageMinMaxObserver,
+                                                   quant_min=0, quant_max=255)
+        self.second = FakeQuantize(observer=MovingAverageMinMaxObserver, quant_min=0,
+                                   quant_max=255)
+
+    def forward(self, x):
+        return self.second(self.first(x) * 2)
+
+
+def _calibrated() -> _Two:
+    model = _Two()
+    model(torch.randn(500, generator=torch.Generator().manual_seed(3)) * 2)
+    model.apply(torch.ao.quantization.disable_observer)
+    return model.eval()
+
+
+def test_the_probes_forwards_give_the_same_values_honour_switches_and_are_removed():
+    model, x = _calibrated(), torch.randn(300, generator=torch.Generator().manual_seed(4))
+    with torch.inference_mode():
+        expected = model(x)
+    fast = FastQuantizers(list(model.modules()))
+    try:
+        assert {id(m) for m in fast.installed} == {id(model.first), id(model.second)}
+        with torch.inference_mode():
+            assert torch.equal(model(x), expected)
+            model.second.disable_fake_quant()              # as the sensitivity pass does
+            assert torch.equal(model(x), model.first(x) * 2)
+            model.second.enable_fake_quant()
+            for quantizer in (model.first, model.second):
+                # a scale written in place: the fused kernel undoes it from its observer's
+                # range, the plain one uses it; the probe's forward does as each does
+                quantizer.scale.mul_(2.0)
+                mirrored = quantizer(x)
+                assert torch.equal(mirrored, type(quantizer).forward(quantizer, x))
+        # under autograd the kernel's own call: its straight-through gradient
+        leaf = x.clone().requires_grad_()
+        model(leaf).sum().backward()
+        assert leaf.grad is not None and bool((leaf.grad != 0).any())
+    finally:
+        fast.close()
+    assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+def test_a_forward_of_the_users_own_is_left_alone_and_switching_off_leaves_all():
+    model = _calibrated()
+    mine = model.first.forward = lambda x: x + 1.0
+    fast = FastQuantizers(list(model.modules()))
+    assert [id(m) for m in fast.installed] == [id(model.second)]
+    fast.close()
+    assert model.first.forward is mine and "forward" not in model.second.__dict__
+    old = fast_quant.ENABLED
+    fast_quant.ENABLED = False
+    try:
+        assert FastQuantizers(list(model.modules())).installed == []
+        assert fake_quant(model.second, torch.randn(3)) is None
+    finally:
+        fast_quant.ENABLED = old
