@@ -344,7 +344,7 @@ class _FxTap:
         self.held: dict = {}                # node -> its value, held for a worker
         # each layer's own error, measured beside the run (own_error.OwnTap)
         self.own = None if own is None else \
-            OwnTap(plan, own["base"], own["counterpart"], self.node_keys)
+            OwnTap(plan, own["base"], own["counterpart"], self.node_keys, own.get("sides"))
 
     def run(self, *values):
         if type(self.gm.graph._codegen) is not torch.fx.graph.CodeGen:
@@ -856,7 +856,11 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
     # each layer's own error needs the baseline's outputs while the analysis model runs
     # (a traced analysis model: its nodes say what each layer reads)
     own = {"base": {}, "counterpart": {}, "bytes": 0, "budget": _ram_budget(),
-           "partial": False, "records": []} if traced and MEASURE_OWN_ERROR else None
+           "partial": False, "records": [],
+           # a baseline output's side numbers, once its row measured them (its sum of
+           # squares serves the own error too)
+           "sides": lambda key: base[key].stats if key in base else None} \
+        if traced and MEASURE_OWN_ERROR else None
     # baseline outputs are measured in their rows, once the baseline is done: no reader
     # while the baseline runs (nor for outputs no row compares)
     base_guard = _Guard()

@@ -11,6 +11,7 @@ for the five standard columns ignore it.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 import torch
@@ -30,13 +31,29 @@ def graph_rows(gm: torch.fx.GraphModule, names: dict) -> list[tuple[str, ...]]:
     return rows
 
 
+# GraphModule -> (its graph and code, the names, the text): a probe run again on the same model
+# writes the same text without walking the graph again
+_TEXTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def write_fx_graph(path: Path, gm: torch.fx.GraphModule, names: dict) -> Path:
     """Write ``gm``'s graph to ``path``; ``names``: node -> its row name."""
+    known = _TEXTS.get(gm)
+    code = (id(gm.graph), len(gm.graph.nodes), gm.code)
+    if known is not None and known[0] == code and known[1] == names:
+        text = known[2]
+    else:
+        text = fx_graph_text(gm, names)
+        _TEXTS[gm] = (code, dict(names), text)
+    Path(path).write_text(text, encoding="utf-8")
+    return path
+
+
+def fx_graph_text(gm: torch.fx.GraphModule, names: dict) -> str:
     rows = graph_rows(gm, names)
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(HEADER)]
     # one format per line (str.format pads as ljust does; braces in cells are arguments)
     line = "  ".join(f"{{:<{w}}}" for w in widths).format
     lines = ["Graph:", line(*HEADER).rstrip(), "  ".join("-" * w for w in widths)]
     lines += [line(*r).rstrip() for r in rows]
-    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return "\n".join(lines) + "\n"
