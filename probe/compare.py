@@ -348,13 +348,13 @@ def _restore_switches(switches: list) -> None:
     if not switches:
         return
     quantizers = [module for module, _, _ in switches]
-    observing_now = _switches(quantizers, "observer_enabled")
-    quantizing_now = _switches(quantizers, "fake_quant_enabled")
-    for (module, observing, quantizing), observing_now_, quantizing_now_ in zip(
-            switches, observing_now, quantizing_now, strict=True):
-        if observing is not None and observing_now_ != observing:
+    now = zip(_switches(quantizers, "observer_enabled"),
+              _switches(quantizers, "fake_quant_enabled"), strict=True)
+    for (module, observing, quantizing), (observing_now, quantizing_now) in zip(
+            switches, now, strict=True):
+        if observing is not None and observing_now != observing:
             module.enable_observer(observing)
-        if quantizing is not None and quantizing_now_ != quantizing:
+        if quantizing is not None and quantizing_now != quantizing:
             module.enable_fake_quant(quantizing)
 
 

@@ -89,8 +89,13 @@ def _stamp(quantizer: nn.Module):
     return tuple(parts)
 
 
+def _frozen(quantizer: nn.Module) -> bool:
+    """Fake quant on, observer off: what the quantizer applies no longer moves."""
+    return bool(quantizer.fake_quant_enabled[0]) and not bool(quantizer.observer_enabled[0])
+
+
 def _read_plan(quantizer: nn.Module) -> _Plan | None:
-    if not bool(quantizer.fake_quant_enabled[0]) or bool(quantizer.observer_enabled[0]):
+    if not _frozen(quantizer):
         return None
     scale, zero = quantizer.scale, quantizer.zero_point
     if not scale.is_floating_point() or zero.is_floating_point() or \
@@ -135,7 +140,7 @@ def _settle(quantizer: nn.Module) -> None:
     zero input makes the buffers what it would use (a scale written by hand is undone, as
     the module's next call would undo it)."""
     try:
-        if not bool(quantizer.fake_quant_enabled[0]) or bool(quantizer.observer_enabled[0]):
+        if not _frozen(quantizer):          # a live observer would learn the zeros
             return
         shape = [1]
         if quantizer.is_per_channel:
@@ -178,12 +183,6 @@ class FastQuantizers:
         while self.installed:
             self.installed.pop().__dict__.pop("forward", None)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        self.close()
-
 
 def _mirrored(quantizer: nn.Module):
     ref = weakref.ref(quantizer)            # no cycle through the instance's own dict
@@ -199,5 +198,4 @@ def _mirrored(quantizer: nn.Module):
                 if out is not None:
                     return out
         return type(target).forward(target, x, *rest, **kwargs)
-    forward.mirrors_fake_quant = True
     return forward

@@ -31,8 +31,8 @@ def graph_rows(gm: torch.fx.GraphModule, names: dict) -> list[tuple[str, ...]]:
     return rows
 
 
-# GraphModule -> (its graph and code, the names, the text): a probe run again on the same model
-# writes the same text without walking the graph again
+# GraphModule -> (its graph and code, the names, the text): a probe run again on the same
+# model writes the same text without walking the graph again
 _TEXTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 

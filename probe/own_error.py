@@ -144,11 +144,12 @@ def _cell(value) -> str:
 class _WeightMemo:
     """A layer's shadow call replays the fake-quantized weight its analysis call made a
     moment before: the own error may cost one more forward, no more, and a weight's fake
-    quant (a fused BN folded in first) is a good part of a layer's call. Between the two calls nothing runs, and the model is in
-    eval mode with its observers frozen, so the weight (a fused BN folded in) is quantized
-    to the same values. Each weight quantizer's ``forward`` is wrapped for the run
-    (``close`` puts it back on every exit path); one that has a forward of its own is left
-    alone, and a call whose input differs in shape from the recorded one is computed."""
+    quant (a fused BN folded in first) is a good part of a layer's call. Between the two
+    calls nothing runs, and the model is in eval mode with its observers frozen, so the
+    weight is quantized to the same values. Each weight quantizer's current ``forward``
+    (its class's, the probe's in-place one, or one set on the instance) is wrapped for the
+    run, and ``close`` puts that one back on every exit path; a call whose input differs
+    in shape from the recorded one is computed."""
 
     def __init__(self, modules):
         self.wrapped: list[tuple[nn.Module, object]] = []  # (quantizer, its instance forward)
@@ -158,12 +159,9 @@ class _WeightMemo:
         seen: set[int] = set()
         for module in modules:
             quantizer = getattr(module, "weight_fake_quant", None)
-            if not isinstance(quantizer, nn.Module) or id(quantizer) in seen:
-                continue
-            before = quantizer.__dict__.get("forward")
-            # the probe's own in-place forward (fast_quant) is wrapped too; a user's is not
-            if before is None or getattr(before, "mirrors_fake_quant", False):
+            if isinstance(quantizer, nn.Module) and id(quantizer) not in seen:
                 seen.add(id(quantizer))
+                before = quantizer.__dict__.get("forward")
                 quantizer.forward = self._memoized(id(quantizer), quantizer.forward)
                 self.wrapped.append((quantizer, before))
 

@@ -73,3 +73,30 @@ def test_a_module_called_twice_replays_the_weight_of_each_call(tmp_path, monkeyp
     compare_models(base, qat, x, tmp_path / "plain", sensitivity=False)
     fast, plain = _own_rows(tmp_path / "fast"), _own_rows(tmp_path / "plain")
     assert len(fast) >= 2 and fast == plain
+
+
+def test_a_weight_quantizers_own_instance_forward_is_replayed_and_put_back(tmp_path,
+                                                                           monkeypatch):
+    """A forward the user set on a weight quantizer is the one the replay wraps: the
+    own error is as without shortcuts, and that very forward is there afterwards."""
+    from torch.ao.quantization import get_default_qat_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import prepare_qat_fx
+    torch.manual_seed(0)
+    base = _Shared().eval()
+    x = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1))
+    qat = prepare_qat_fx(_Shared().train(), get_default_qat_qconfig_mapping("qnnpack"), (x,))
+    qat.load_state_dict(base.state_dict(), strict=False)
+    qat(x)
+    quantizer = qat.conv.weight_fake_quant
+    calls = []
+
+    def users(weight):
+        calls.append(weight.shape)
+        return type(quantizer).forward(quantizer, weight)
+    quantizer.forward = users
+    compare_models(base, qat, x, tmp_path / "fast", sensitivity=False)
+    assert quantizer.__dict__["forward"] is users and calls
+    _without_shortcuts(monkeypatch)
+    compare_models(base, qat, x, tmp_path / "plain", sensitivity=False)
+    fast, plain = _own_rows(tmp_path / "fast"), _own_rows(tmp_path / "plain")
+    assert len(fast) >= 2 and fast == plain
