@@ -59,7 +59,8 @@ class _Shared(torch.nn.Module):
         return self.conv(self.relu(self.conv(x)))
 
 
-def test_a_module_called_twice_replays_the_weight_of_each_call(tmp_path, monkeypatch):
+def _shared_models():
+    """(float model, its FX QAT copy with the same weights, an input) of _Shared."""
     from torch.ao.quantization import get_default_qat_qconfig_mapping
     from torch.ao.quantization.quantize_fx import prepare_qat_fx
     torch.manual_seed(0)
@@ -68,6 +69,11 @@ def test_a_module_called_twice_replays_the_weight_of_each_call(tmp_path, monkeyp
     qat = prepare_qat_fx(_Shared().train(), get_default_qat_qconfig_mapping("qnnpack"), (x,))
     qat.load_state_dict(base.state_dict(), strict=False)
     qat(x)
+    return base, qat, x
+
+
+def test_a_module_called_twice_replays_the_weight_of_each_call(tmp_path, monkeypatch):
+    base, qat, x = _shared_models()
     compare_models(base, qat, x, tmp_path / "fast", sensitivity=False)
     _without_shortcuts(monkeypatch)
     compare_models(base, qat, x, tmp_path / "plain", sensitivity=False)
@@ -79,14 +85,7 @@ def test_a_weight_quantizers_own_instance_forward_is_replayed_and_put_back(tmp_p
                                                                            monkeypatch):
     """A forward the user set on a weight quantizer is the one the replay wraps: the
     own error is as without shortcuts, and that very forward is there afterwards."""
-    from torch.ao.quantization import get_default_qat_qconfig_mapping
-    from torch.ao.quantization.quantize_fx import prepare_qat_fx
-    torch.manual_seed(0)
-    base = _Shared().eval()
-    x = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1))
-    qat = prepare_qat_fx(_Shared().train(), get_default_qat_qconfig_mapping("qnnpack"), (x,))
-    qat.load_state_dict(base.state_dict(), strict=False)
-    qat(x)
+    base, qat, x = _shared_models()
     quantizer = qat.conv.weight_fake_quant
     calls = []
 
