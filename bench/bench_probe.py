@@ -21,7 +21,9 @@ status). The timed probes run the same models again into the same folder, as a r
 does: what the probe keeps per model (the FX plan, the eager model's layers, the file
 list of the probe_run.yaml it wrote there) comes from the warm-up, whose own time is
 printed as the first probe (it includes one-time costs such as torch's kernel warm-up
-and lazy imports).
+and lazy imports). The probe without the own error (timed to price the own error) writes
+into a folder of its own: sharing one, each probe would find the other's files (one file
+fewer or more, the manifest written twice), which no rerun does.
 
 Memory (``--memory``, resnet18 at 224): in a fresh process per step, the peak resident
 size reached during the step minus the resident size before it (torch's allocations
@@ -79,13 +81,13 @@ def measure(arch: str, size: int, runs: int) -> tuple[float, float, float]:
             qat(example)
 
     with tempfile.TemporaryDirectory() as tmp:
-        def probe():
-            return compare_models(baseline, qat, example, Path(tmp) / "p", sensitivity=False)
+        def probe(folder="p"):
+            return compare_models(baseline, qat, example, Path(tmp) / folder, sensitivity=False)
 
         def probe_without_own_error():
             capture.MEASURE_OWN_ERROR = False
             try:
-                return probe()
+                return probe("without-own-error")   # its own folder: each one a rerun
             finally:
                 capture.MEASURE_OWN_ERROR = True
         forwards()
