@@ -58,7 +58,13 @@ from qcdoctor.probe.layers import (
     submodule,
 )
 from qcdoctor.probe.own_error import OwnTap
-from qcdoctor.probe.stats import flatten_output, pair_stats, shape_text, side_stats
+from qcdoctor.probe.stats import (
+    flatten_output,
+    flattened,
+    pair_stats,
+    shape_text,
+    side_stats,
+)
 
 Key = tuple[str, int]          # (output name, how many times that name ran before)
 Sig = tuple                    # (chain head key, fusion tokens BN aside)
@@ -1156,7 +1162,7 @@ def _unaligned_row(name: str, base_name: str, base: _BaseOutput, layer: Layer,
 def _row(name: str, base_name: str, base: _BaseOutput, layer: Layer,
          reference: torch.Tensor | None, tensor: torch.Tensor, how: str) -> dict:
     # each side flattened once (a non-contiguous one is copied by reshape: once)
-    flat_ref = reference.reshape(-1) if reference is not None else None
+    flat_ref = flattened(reference) if reference is not None else None
     flat = tensor.reshape(-1)
     if base.stats is None:
         base.stats = side_stats(flat_ref) if flat_ref is not None else _NO_STATS

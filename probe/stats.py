@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 
 import torch
 
@@ -35,8 +36,26 @@ def flatten_output(value, name: str = "") -> list[tuple[str, torch.Tensor]]:
 
 
 def _float(tensor: torch.Tensor) -> torch.Tensor:
-    flat = tensor if tensor.dim() == 1 else tensor.reshape(-1)
+    flat = flattened(tensor)
     return flat if flat.dtype in (torch.float32, torch.float64) else flat.float()
+
+
+def flattened(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` in one dimension: a view, or a copy of a non-contiguous one (a transposed
+    output). The last copy is kept while its tensor lives unchanged: a row's baseline
+    output is flattened again by that row's own error right after."""
+    if tensor.dim() == 1 or tensor.is_contiguous():
+        return tensor.view(-1)
+    try:
+        version = tensor._version
+    except RuntimeError:                    # an inference tensor keeps no version
+        return tensor.reshape(-1)
+    kept = getattr(_local, "flat", None)
+    if kept is not None and kept[0]() is tensor and kept[1] == version:
+        return kept[2]
+    flat = tensor.reshape(-1)
+    _local.flat = (weakref.ref(tensor), version, flat)
+    return flat
 
 
 def side_stats(tensor: torch.Tensor) -> dict:
@@ -221,8 +240,8 @@ def _scratch(n: int, dtype: torch.dtype, device: torch.device) -> list[torch.Ten
 
 
 def release_scratch() -> None:
-    """Free this thread's work buffers."""
-    _local.buffers = _local.views = None
+    """Free this thread's work buffers (and the last flattened copy)."""
+    _local.buffers = _local.views = _local.flat = None
 
 
 def _sqnr(signal: float, noise: float) -> float | None:
@@ -250,8 +269,11 @@ def nonfinite_counts(value, name: str = "inputs") -> list[tuple[str, int, int, i
     tensor, or tuples, lists and dicts of them) that holds a NaN or an infinity."""
     found = []
     if isinstance(value, torch.Tensor):
+        # a finite sum proves every element finite (a NaN or inf would carry into it):
+        # one read, where the element-wise test writes a mask; a sum that overflowed
+        # is checked element by element
         if (value.is_floating_point() or value.is_complex()) and \
-                not bool(torch.isfinite(value).all()):
+                not bool(torch.isfinite(value.sum())) and not bool(torch.isfinite(value).all()):
             nan = int(torch.isnan(value).sum())
             found.append((name, nan, int(torch.isinf(value).sum()), value.numel()))
     elif isinstance(value, dict):

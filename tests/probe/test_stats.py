@@ -9,7 +9,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from qcdoctor.probe.stats import extremes, pair_stats, side_stats  # noqa: E402
+from qcdoctor.probe.stats import (  # noqa: E402
+    extremes,
+    nonfinite_counts,
+    pair_stats,
+    side_stats,
+)
 
 
 def _reference(b: torch.Tensor, a: torch.Tensor) -> dict:
@@ -53,3 +58,12 @@ def test_extremes_are_torchs_and_keep_a_nan(size):
     assert all(v != v for v in extremes(x))
     side = side_stats(x)
     assert side["min"] != side["min"] and side["max"] != side["max"]
+
+
+def test_finite_values_whose_sum_overflows_are_finite():
+    # the sum is only a shortcut: where it overflows, the elements decide
+    large = torch.full((4,), 3e38)
+    assert not torch.isfinite(large.sum()) and nonfinite_counts(large) == []
+    assert nonfinite_counts(torch.full((8,), 60000.0, dtype=torch.float16)) == []
+    mixed = torch.tensor([3e38, 3e38, float("inf"), float("nan")])
+    assert nonfinite_counts(mixed, "x") == [("x", 1, 1, 4)]
