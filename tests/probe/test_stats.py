@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 from qcdoctor.probe.stats import (  # noqa: E402
     extremes,
+    flattened,
     nonfinite_counts,
     pair_stats,
     side_stats,
@@ -67,3 +68,17 @@ def test_finite_values_whose_sum_overflows_are_finite():
     assert nonfinite_counts(torch.full((8,), 60000.0, dtype=torch.float16)) == []
     mixed = torch.tensor([3e38, 3e38, float("inf"), float("nan")])
     assert nonfinite_counts(mixed, "x") == [("x", 1, 1, 4)]
+
+
+def test_a_flattened_copy_is_reused_only_while_its_tensor_is_unchanged():
+    x = torch.arange(12.0).reshape(3, 4).t()          # not contiguous: flattening copies
+    first = flattened(x)
+    assert flattened(x) is first                       # asked again: the same copy
+    x.mul_(2.0)                                        # written in place: read again
+    again = flattened(x)
+    assert again is not first and torch.equal(again, x.reshape(-1))
+    y = x.clone().t().contiguous().t()                 # another tensor, equal values
+    assert flattened(y) is not again
+    with torch.inference_mode():                       # no version to tell a write
+        frozen = torch.arange(6.0).reshape(2, 3).t()
+        assert flattened(frozen) is not flattened(frozen)
