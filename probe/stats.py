@@ -46,10 +46,9 @@ def flattened(tensor: torch.Tensor) -> torch.Tensor:
     output is flattened again by that row's own error right after."""
     if tensor.dim() == 1 or tensor.is_contiguous():
         return tensor.view(-1)
-    try:
-        version = tensor._version
-    except RuntimeError:                    # an inference tensor keeps no version
+    if tensor.is_inference():               # no version to tell a write (asking raises)
         return tensor.reshape(-1)
+    version = tensor._version
     kept = getattr(_local, "flat", None)
     if kept is not None and kept[0]() is tensor and kept[1] == version:
         return kept[2]
