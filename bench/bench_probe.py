@@ -14,7 +14,10 @@ of forwards, the probe's whole call (both models run with every layer output rec
 the metrics, the files written). The plain forwards run torch's fake-quant kernels; the
 probe computes the same values in place (probe/fast_quant.py), which on CPU costs a
 fraction of the kernel: that saving is the probe's, and part of its ratio. Both are timed
-in turns (so both see the same load on a busy machine), ``--runs`` times each, after one warm-up call of each: the times
+in turns (so both see the same load on a busy machine), ``--runs`` times each at least and
+as many more as make the timed calls of an architecture last about ``--seconds`` (a model
+of a few milliseconds gets tens of runs: its median then spans as much of the machine's
+load as a large model's does), after one warm-up call of each: the times
 printed are medians, "ratio median" is median probe time / median forwards time, "min"
 fastest / fastest. Target: the median ratio under 2x on every architecture (the exit
 status). The timed probes run the same models again into the same folder, as a rerun
@@ -31,12 +34,14 @@ are invisible to tracemalloc); the kernel's peak is reset just before the step
 (/proc/self/clear_refs). The probe keeps baseline outputs in memory up to a budget and
 spills the rest to disk.
 
-Run: python bench/bench_probe.py [--size 128] [--runs 7] [--only resnet18,...] [--memory]
+Run: python bench/bench_probe.py [--size 128] [--runs 7] [--seconds 10] [--only resnet18,...]
+     [--memory]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import subprocess
 import sys
 import tempfile
@@ -66,7 +71,7 @@ def models(arch: str, size: int):
     return float_model, qat, example
 
 
-def measure(arch: str, size: int, runs: int) -> tuple[float, float, float]:
+def measure(arch: str, size: int, runs: int, seconds: float = 0.0) -> tuple[float, float, float]:
     """(median ratio, min ratio, own-error cost in analysis forwards) of the probe against
     the two forwards."""
     baseline, qat, example = models(arch, size)
@@ -98,14 +103,22 @@ def measure(arch: str, size: int, runs: int) -> tuple[float, float, float]:
         own_file = Path(tmp) / "p" / OWN_ERROR_FILE
         measured = len(own_file.read_text(encoding="utf-8").splitlines()) - 1 \
             if own_file.exists() else 0
+        start = time.perf_counter()
         probe_without_own_error()
+        forwards()
+        probe()
+        # a round of all four calls costs about this: short models get more rounds, so
+        # every median spans about as much of the machine's load as a long model's
+        turn = time.perf_counter() - start
+        rounds = max(runs, math.ceil(seconds / (turn * 1.25))) if turn > 0 else runs
         (base_min, base_med), (probe_min, probe_med), (_, plain_med), (_, qat_med) = \
-            interleaved(forwards, probe, probe_without_own_error, analysis_forward, runs=runs)
+            interleaved(forwards, probe, probe_without_own_error, analysis_forward, runs=rounds)
     own_cost = (probe_med - plain_med) / qat_med
     print(f"{arch:16s} {size:4d}  median: forwards {base_med * 1e3:8.1f} ms  probe "
           f"{probe_med * 1e3:8.1f} ms  ratio median {probe_med / base_med:5.2f}x  "
           f"min {probe_min / base_min:5.2f}x  own error {own_cost:4.2f} analysis forwards "
-          f"({measured} of {rows} rows; first probe {first * 1e3:.0f} ms)", flush=True)
+          f"({measured} of {rows} rows; first probe {first * 1e3:.0f} ms; {rounds} runs)",
+          flush=True)
     return probe_med / base_med, probe_min / base_min, own_cost
 
 
@@ -138,14 +151,17 @@ def peak(step: str) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=128)
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=7, help="at least this many runs")
+    parser.add_argument("--seconds", type=float, default=10.0,
+                        help="and enough runs for the timed calls of each architecture to "
+                             "take about this long")
     parser.add_argument("--only", help="comma-separated architectures")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--memory", action="store_true", help="also the peak memory")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     archs = args.only.split(",") if args.only else ARCHS
-    found = {arch: measure(arch, args.size, args.runs) for arch in archs}
+    found = {arch: measure(arch, args.size, args.runs, args.seconds) for arch in archs}
     ratios = {arch: numbers[0] for arch, numbers in found.items()}
     costs = {arch: numbers[2] for arch, numbers in found.items()}
     worst, dearest = max(ratios, key=ratios.get), max(costs, key=costs.get)
