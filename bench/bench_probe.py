@@ -103,14 +103,12 @@ def measure(arch: str, size: int, runs: int, seconds: float = 0.0) -> tuple[floa
         own_file = Path(tmp) / "p" / OWN_ERROR_FILE
         measured = len(own_file.read_text(encoding="utf-8").splitlines()) - 1 \
             if own_file.exists() else 0
+        # one round of the four timed calls (the last warm-up of each): short models get
+        # more rounds, so every median spans about as much of the machine's load
         start = time.perf_counter()
-        probe_without_own_error()
-        forwards()
-        probe()
-        # a round of all four calls costs about this: short models get more rounds, so
-        # every median spans about as much of the machine's load as a long model's
-        turn = time.perf_counter() - start
-        rounds = max(runs, math.ceil(seconds / (turn * 1.25))) if turn > 0 else runs
+        for call in (forwards, probe, probe_without_own_error, analysis_forward):
+            call()
+        rounds = max(runs, math.ceil(seconds / (time.perf_counter() - start)))
         (base_min, base_med), (probe_min, probe_med), (_, plain_med), (_, qat_med) = \
             interleaved(forwards, probe, probe_without_own_error, analysis_forward, runs=rounds)
     own_cost = (probe_med - plain_med) / qat_med
