@@ -4,9 +4,14 @@ torch's kernels, so the same values (tests/probe/test_fast_quant.py checks them)
 Why: on CPU the fused kernels behind FakeQuantize and FusedMovingAvgObsFakeQuantize also
 write a mask and skip vectorisation; measured here, a frozen activation quantizer costs
 about nine times the four in-place passes below, a per-channel weight quantizer up to
-twenty-five times. The probe runs the analysis model (and its layers' shadow calls for the
-own error) with each such quantizer's ``forward`` replaced for the run
-(``FastQuantizers``), and puts every one back on every exit path.
+twenty-five times. A per-tensor quantizer with zero point 0 over the whole int8 or uint8
+range (symmetric weights and activations) is computed by torch's vectorised quantize and
+dequantize, two passes, where this machine's quantize gives the kernel's values
+(``_quantize_is_exact``: checked once a process on rounding ties, both ends of the range
+and lengths below the vector width); an input holding a NaN or an infinity goes the
+in-place way, which gives each the kernel's value. The probe runs the analysis model (and
+its layers' shadow calls for the own error) with each such quantizer's ``forward``
+replaced for the run (``FastQuantizers``), and puts every one back on every exit path.
 
 A quantizer is mirrored only while it is frozen (observer off, fake quant on), per tensor
 or per channel with integer zero points, on a float32 input; anything else goes to its
@@ -19,6 +24,8 @@ one call of its own (``_settle``).
 
 from __future__ import annotations
 
+import math
+import warnings
 import weakref
 
 import torch
@@ -35,6 +42,9 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # off: every quantizer runs its own kernel (tests compare the two)
 ENABLED = True
 
+# (quant_min, quant_max) -> the quantized dtype whose whole range it is
+_WHOLE_RANGE = {(-128, 127): torch.qint8, (0, 255): torch.quint8}
+
 
 class _Plan:
     """The numbers of one frozen quantizer, read once: 1/scale as torch's kernel computes
@@ -42,11 +52,12 @@ class _Plan:
     (``low`` = quant_min - zero point, ``high`` = quant_max - zero point); per channel,
     as tensors along ``axis``."""
 
-    __slots__ = ("inverse", "scale", "low", "high", "axis")
+    __slots__ = ("inverse", "scale", "low", "high", "axis", "dtype")
 
-    def __init__(self, inverse, scale, low, high, axis: int | None):
+    def __init__(self, inverse, scale, low, high, axis: int | None, dtype=None):
         self.inverse, self.scale, self.low, self.high, self.axis = \
             inverse, scale, low, high, axis
+        self.dtype = dtype      # per tensor, zero point 0 over a whole int8/uint8 range
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor | None:
         if x.dtype != torch.float32:
@@ -60,17 +71,65 @@ class _Plan:
             shape[axis] = -1
             inverse, scale = inverse.view(shape), scale.view(shape)
             low, high = low.view(shape), high.view(shape)
+        if self.dtype is not None and x.is_contiguous() and \
+                math.isfinite(float(x.sum())) and _quantize_is_exact():
+            # finite (a sum that overflowed goes the other way too): two vectorised passes
+            return torch.quantize_per_tensor(x, scale, 0, self.dtype).dequantize()
         # torch's kernel: (clamp(round(x * (1/scale)) + zero, qmin, qmax) - zero) * scale,
         # rounding half to even. The bounds are whole numbers, so clamping before rounding
         # gives the same values, and the zero point leaves the sum. The kernel makes a NaN
-        # the range's low end: so does nan_to_num per tensor; per channel (weights) a NaN
+        # the range's low end: per tensor, so does nan_to_num where the sum of the clamped
+        # values (which cannot overflow) says there is one; per channel (weights) a NaN
         # is left to the kernel
         out = torch.mul(x, inverse).clamp_(low, high)
         if self.axis is None:
-            return out.nan_to_num_(nan=low).round_().mul_(scale)
+            if math.isnan(float(out.sum())):
+                out.nan_to_num_(nan=low)
+            return out.round_().mul_(scale)
         if bool(torch.isnan(out).any()):
             return None
         return out.round_().mul_(scale)
+
+
+_EXACT: list[bool] = []         # filled on the first ask: whether quantize gives the kernel's
+
+
+def _quantize_is_exact() -> bool:
+    """Whether torch's quantize_per_tensor then dequantize give fake_quantize's values here
+    (zero point 0, whole int8 and uint8 ranges), element by element and sign of zero:
+    quantize has an implementation per CPU family, and is deprecated (gone: False)."""
+    if not _EXACT:
+        _EXACT.append(_check_quantize())
+    return _EXACT[0]
+
+
+def _check_quantize() -> bool:
+    steps = torch.arange(-300, 301, dtype=torch.float32)
+    try:
+        with warnings.catch_warnings(), torch.inference_mode():
+            warnings.simplefilter("ignore")        # its deprecation, said once a process
+            for scale in (1e-3, 0.0173, 0.7311, 17.0, 2.0 ** -7):
+                step = float(torch.tensor(scale, dtype=torch.float32))
+                ties = (steps + 0.5) * step
+                # ties, their neighbours, far past both ends, zeros and tiny values
+                x = torch.cat([ties, (steps + 0.4999999) * step, (steps - 0.5000001) * step,
+                               steps * step,
+                               torch.tensor([1e30, -1e30, 3e9, -3e9, 0.0, -0.0, 1e-40, -1e-40,
+                                             step * 127.5, step * -128.5, step * 255.5])])
+                # whole, at two alignments, and ties seven at a time across the range: a
+                # length below the vector width goes through the element-wise tail loop
+                parts = [x, x[3:]] + [ties[i:i + 7] for i in range(0, ties.numel(), 33)]
+                for (low, high), dtype in _WHOLE_RANGE.items():
+                    for part in parts:
+                        part = part.contiguous()
+                        want = torch.fake_quantize_per_tensor_affine(part, step, 0, low, high)
+                        got = torch.quantize_per_tensor(part, step, 0, dtype).dequantize()
+                        if got.dtype != want.dtype or not torch.equal(got, want) or \
+                                not torch.equal(got.signbit(), want.signbit()):
+                            return False
+    except Exception:  # noqa: BLE001 - no quantize here (removed, or not built): not used
+        return False
+    return True
 
 
 def _stamp(quantizer: nn.Module):
@@ -113,7 +172,8 @@ def _read_plan(quantizer: nn.Module) -> _Plan | None:
         return None
     inverse = float(1.0 / scale.detach().to(torch.float32))    # the kernel's 1.0f / scale
     zero_point = int(zero)
-    return _Plan(inverse, float(scale), low - zero_point, high - zero_point, None)
+    dtype = _WHOLE_RANGE.get((low, high)) if zero_point == 0 else None
+    return _Plan(inverse, float(scale), low - zero_point, high - zero_point, None, dtype)
 
 
 def plan_of(quantizer) -> _Plan | None:
