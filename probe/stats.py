@@ -44,7 +44,9 @@ def flattened(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` in one dimension: a view, or a copy of a non-contiguous one (a transposed
     output). The last copy is kept while its tensor lives unchanged: a row's baseline
     output is flattened again by that row's own error right after."""
-    if tensor.dim() == 1 or tensor.is_contiguous():
+    if tensor.dim() == 1:
+        return tensor                       # a row's sides come flat already: no view op
+    if tensor.is_contiguous():
         return tensor.view(-1)
     if tensor.is_inference():               # no version to tell a write (asking raises)
         return tensor.reshape(-1)
