@@ -82,12 +82,10 @@ class _Plan:
         # values (which cannot overflow) says there is one; per channel (weights) a NaN
         # is left to the kernel
         out = torch.mul(x, inverse).clamp_(low, high)
-        if self.axis is None:
-            if math.isnan(float(out.sum())):
-                out.nan_to_num_(nan=low)
-            return out.round_().mul_(scale)
-        if bool(torch.isnan(out).any()):
-            return None
+        if math.isnan(float(out.sum())):
+            if self.axis is not None:
+                return None
+            out.nan_to_num_(nan=low)
         return out.round_().mul_(scale)
 
 
