@@ -35,9 +35,13 @@ def flatten_output(value, name: str = "") -> list[tuple[str, torch.Tensor]]:
     return []
 
 
+_F32, _F64 = torch.float32, torch.float64
+
+
 def _float(tensor: torch.Tensor) -> torch.Tensor:
     flat = flattened(tensor)
-    return flat if flat.dtype in (torch.float32, torch.float64) else flat.float()
+    dtype = flat.dtype
+    return flat if dtype is _F32 or dtype is _F64 else flat.float()
 
 
 def flattened(tensor: torch.Tensor) -> torch.Tensor:
@@ -98,6 +102,11 @@ def _square_sum(x: torch.Tensor) -> float:
 
 PAIR_METRICS = ("cosine", "mse", "l1", "kl", "sqnr", "atol", "rtol")
 _ALL = frozenset(PAIR_METRICS)
+# which metrics need what (sets made once: a call is a few microseconds of torch ops each)
+_NEED_SIGNAL = frozenset({"cosine", "sqnr", "rtol"})
+_NEED_NOISE = frozenset({"cosine", "mse", "sqnr", "l1", "atol", "rtol"})
+_NEED_ABS = frozenset({"l1", "atol", "rtol"})
+_NEED_ABS_NOT_ATOL = frozenset({"l1", "rtol"})
 
 
 def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
@@ -126,17 +135,17 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
         return dict.fromkeys(wanted)
     if a.dtype != b.dtype:
         a, b = a.float(), b.float()
-    asked = _ALL if wanted is PAIR_METRICS else set(wanted)
+    asked = _ALL if wanted is PAIR_METRICS else frozenset(wanted)
     values: dict = {}
     base_side, analy_side = base_side or {}, analy_side or {}
-    if asked & {"cosine", "sqnr", "rtol"}:
+    if asked & _NEED_SIGNAL:
         signal = base_side.get("sumsq")
         signal = _square_sum(b) if signal is None else signal
     work = _scratch(n, b.dtype, b.device)
     diff = torch.sub(a, b, out=work[0])
     if "kl" in asked:
         values["kl"] = _kl(b, a, diff, base_side.get("max"), analy_side.get("max"), work)
-    if asked & {"cosine", "mse", "sqnr", "l1", "atol", "rtol"}:
+    if asked & _NEED_NOISE:
         noise = _square_sum(diff)
         values["mse"] = noise / n
         if "cosine" in asked:
@@ -145,11 +154,11 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
             values["cosine"] = _cosine(signal, power, noise)
         if "sqnr" in asked:
             values["sqnr"] = _sqnr(signal, noise)
-        if "atol" in asked and not asked & {"l1", "rtol"}:
+        if "atol" in asked and not asked & _NEED_ABS_NOT_ATOL:
             # the largest |a-b| from the signed difference: one read, no write
             low, high = extremes(diff)
             values["atol"] = -low if -low > high or low != low else high
-        elif asked & {"l1", "atol", "rtol"}:
+        elif asked & _NEED_ABS:
             diff = diff.abs_()
             if "l1" in asked:
                 values["l1"] = float(diff.sum()) / n
@@ -224,6 +233,9 @@ _local = threading.local()
 def _scratch(n: int, dtype: torch.dtype, device: torch.device) -> list[torch.Tensor]:
     """Two work buffers of ``n`` elements, kept per thread and reused: a fresh large
     temporary per op can cost a page fault per 4 KiB (measured: ten times the op)."""
+    views = getattr(_local, "views", None)
+    if views is not None and views[0] == n and views[3] is dtype and views[4] == device:
+        return views[2]                 # the last size asked again: the same views
     buffers = getattr(_local, "buffers", None)
     if buffers is None or buffers[0].numel() < n or buffers[0].dtype != dtype \
             or buffers[0].device != device:
@@ -232,11 +244,8 @@ def _scratch(n: int, dtype: torch.dtype, device: torch.device) -> list[torch.Ten
         with torch.inference_mode(False):       # usable in and out of inference mode
             buffers = [torch.empty(size, dtype=dtype, device=device) for _ in range(2)]
         _local.buffers = buffers
-    views = getattr(_local, "views", None)
-    if views is not None and views[0] == n and views[1] is buffers:
-        return views[2]                 # the last size asked again: the same views
     views = [buffer[:n] for buffer in buffers]
-    _local.views = (n, buffers, views)
+    _local.views = (n, buffers, views, dtype, device)
     return views
 
 
