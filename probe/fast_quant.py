@@ -4,14 +4,12 @@ torch's kernels, so the same values (tests/probe/test_fast_quant.py checks them)
 Why: on CPU the fused kernels behind FakeQuantize and FusedMovingAvgObsFakeQuantize also
 write a mask and skip vectorisation; measured here, a frozen activation quantizer costs
 about nine times the four in-place passes below, a per-channel weight quantizer up to
-twenty-five times. A per-tensor quantizer with zero point 0 over the whole int8 or uint8
-range (symmetric weights and activations) is computed by torch's vectorised quantize and
-dequantize, two passes, where this machine's quantize gives the kernel's values
-(``_quantize_is_exact``: checked once a process on rounding ties, both ends of the range
-and lengths below the vector width); an input holding a NaN or an infinity goes the
-in-place way, which gives each the kernel's value. The probe runs the analysis model (and
-its layers' shadow calls for the own error) with each such quantizer's ``forward``
-replaced for the run (``FastQuantizers``), and puts every one back on every exit path.
+twenty-five times. (torch's quantize_per_tensor then dequantize, vectorised too, give the
+kernel's values for a zero point of 0, but measured in the probe they cost more than the
+passes below: a fresh output and an int8 one per call, and a pass to find a NaN first.)
+The probe runs the analysis model (and its layers' shadow calls for the own error) with
+each such quantizer's ``forward`` replaced for the run (``FastQuantizers``), and puts every
+one back on every exit path.
 
 A quantizer is mirrored only while it is frozen (observer off, fake quant on), per tensor
 or per channel with integer zero points, on a float32 input; anything else goes to its
@@ -25,7 +23,6 @@ one call of its own (``_settle``).
 from __future__ import annotations
 
 import math
-import warnings
 import weakref
 
 import torch
@@ -42,9 +39,6 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # off: every quantizer runs its own kernel (tests compare the two)
 ENABLED = True
 
-# (quant_min, quant_max) -> the quantized dtype whose whole range it is
-_WHOLE_RANGE = {(-128, 127): torch.qint8, (0, 255): torch.quint8}
-
 
 class _Plan:
     """The numbers of one frozen quantizer, read once: 1/scale as torch's kernel computes
@@ -52,17 +46,13 @@ class _Plan:
     (``low`` = quant_min - zero point, ``high`` = quant_max - zero point); per channel,
     as tensors along ``axis``. Per tensor, 1/scale and the scale are float32 tensors of no
     dimension: a Python number is wrapped as a float64 tensor and converted by every
-    multiplication (measured: 6 us against 2.5 us for one of 200 elements), and
-    ``step`` is the scale as a number (for quantize)."""
+    multiplication (measured: 6 us against 2.5 us for one of 200 elements)."""
 
-    __slots__ = ("inverse", "scale", "low", "high", "axis", "dtype", "step")
+    __slots__ = ("inverse", "scale", "low", "high", "axis")
 
-    def __init__(self, inverse, scale, low, high, axis: int | None, dtype=None,
-                 step: float | None = None):
+    def __init__(self, inverse, scale, low, high, axis: int | None):
         self.inverse, self.scale, self.low, self.high, self.axis = \
             inverse, scale, low, high, axis
-        self.dtype = dtype      # per tensor, zero point 0 over a whole int8/uint8 range
-        self.step = step
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor | None:
         if x.dtype != torch.float32:
@@ -76,10 +66,6 @@ class _Plan:
             shape[axis] = -1
             inverse, scale = inverse.view(shape), scale.view(shape)
             low, high = low.view(shape), high.view(shape)
-        if self.dtype is not None and x.is_contiguous() and \
-                math.isfinite(float(x.sum())) and _quantize_is_exact():
-            # finite (a sum that overflowed goes the other way too): two vectorised passes
-            return torch.quantize_per_tensor(x, self.step, 0, self.dtype).dequantize()
         # torch's kernel: (clamp(round(x * (1/scale)) + zero, qmin, qmax) - zero) * scale,
         # rounding half to even. The bounds are whole numbers, so clamping before rounding
         # gives the same values, and the zero point leaves the sum. The kernel makes a NaN
@@ -92,47 +78,6 @@ class _Plan:
                 return None
             out.nan_to_num_(nan=low)
         return out.round_().mul_(scale)
-
-
-_EXACT: list[bool] = []         # filled on the first ask: whether quantize gives the kernel's
-
-
-def _quantize_is_exact() -> bool:
-    """Whether torch's quantize_per_tensor then dequantize give fake_quantize's values here
-    (zero point 0, whole int8 and uint8 ranges), element by element and sign of zero:
-    quantize has an implementation per CPU family, and is deprecated (gone: False)."""
-    if not _EXACT:
-        _EXACT.append(_check_quantize())
-    return _EXACT[0]
-
-
-def _check_quantize() -> bool:
-    steps = torch.arange(-300, 301, dtype=torch.float32)
-    try:
-        with warnings.catch_warnings(), torch.inference_mode():
-            warnings.simplefilter("ignore")        # its deprecation, said once a process
-            for scale in (1e-3, 0.0173, 0.7311, 17.0, 2.0 ** -7):
-                step = float(torch.tensor(scale, dtype=torch.float32))
-                ties = (steps + 0.5) * step
-                # ties, their neighbours, far past both ends, zeros and tiny values
-                x = torch.cat([ties, (steps + 0.4999999) * step, (steps - 0.5000001) * step,
-                               steps * step,
-                               torch.tensor([1e30, -1e30, 3e9, -3e9, 0.0, -0.0, 1e-40, -1e-40,
-                                             step * 127.5, step * -128.5, step * 255.5])])
-                # whole, at two alignments, and ties seven at a time across the range: a
-                # length below the vector width goes through the element-wise tail loop
-                parts = [x, x[3:]] + [ties[i:i + 7] for i in range(0, ties.numel(), 33)]
-                for (low, high), dtype in _WHOLE_RANGE.items():
-                    for part in parts:
-                        part = part.contiguous()
-                        want = torch.fake_quantize_per_tensor_affine(part, step, 0, low, high)
-                        got = torch.quantize_per_tensor(part, step, 0, dtype).dequantize()
-                        if got.dtype != want.dtype or not torch.equal(got, want) or \
-                                not torch.equal(got.signbit(), want.signbit()):
-                            return False
-    except Exception:  # noqa: BLE001 - no quantize here (removed, or not built): not used
-        return False
-    return True
 
 
 def _stamp(quantizer: nn.Module):
@@ -174,11 +119,10 @@ def _read_plan(quantizer: nn.Module) -> _Plan | None:
     if scale.numel() != 1:
         return None
     zero_point = int(zero)
-    dtype = _WHOLE_RANGE.get((low, high)) if zero_point == 0 else None
     with torch.inference_mode(False):         # usable in and out of inference mode
         step = scale.detach().to(torch.float32).reshape(()).clone()
         inverse = 1.0 / step                   # the kernel's 1.0f / scale
-    return _Plan(inverse, step, low - zero_point, high - zero_point, None, dtype, float(step))
+    return _Plan(inverse, step, low - zero_point, high - zero_point, None)
 
 
 def plan_of(quantizer) -> _Plan | None:

@@ -68,67 +68,6 @@ def test_per_tensor_values_are_the_kernels(kind, scheme):
             assert torch.equal(fake_quant(quantizer, x), quantizer(x))
 
 
-def _quantize_calls(monkeypatch) -> list:
-    """The calls of torch's quantize_per_tensor the probe makes while this is patched."""
-    calls = []
-    real = torch.quantize_per_tensor
-
-    def counted(*args, **kwargs):
-        calls.append(args[1:])
-        return real(*args, **kwargs)
-    monkeypatch.setattr(torch, "quantize_per_tensor", counted)
-    return calls
-
-
-@pytest.mark.parametrize("kind, scheme", list(itertools.product(KINDS, PER_TENSOR[:2])))
-@pytest.mark.parametrize("exact", [True, False])
-def test_zero_point_zero_over_a_whole_byte_range_goes_through_quantize_with_the_same_values(
-        kind, scheme, exact, monkeypatch):
-    """Symmetric int8 and zero-point-0 uint8: finite inputs (ties, both ends, zeros of both
-    signs, an odd length) through torch's quantize and dequantize where this machine's are
-    exact, the in-place passes where they are not (monkeypatched) or where the input holds
-    a NaN or an infinity, or is strided; the kernel's values each time."""
-    assert fast_quant._quantize_is_exact()      # checked on this machine: the path is live
-    monkeypatch.setattr(fast_quant, "_EXACT", [exact])
-    generator = torch.Generator().manual_seed(5)
-    sample = torch.randn(4000, generator=generator) * 3
-    quantizer = _frozen(kind, MovingAverageMinMaxObserver, scheme,
-                        sample.abs() if scheme[1] == 0 else sample)
-    if int(quantizer.zero_point) != 0:           # an affine uint8 observer on positive data
-        pytest.skip("zero point not 0")
-    calls = _quantize_calls(monkeypatch)
-    finite = torch.cat([torch.randn(5001, generator=generator) * 6, _ties(quantizer, None),
-                        torch.tensor([0.0, -0.0, 1e-40, -1e-40, 1e30, -1e30])])
-    not_finite = torch.cat([finite, torch.tensor([float("nan"), float("inf")])])
-    with torch.inference_mode():
-        for x in (finite, not_finite, finite.reshape(-1, 7)[:, ::2]):   # last: strided
-            want = quantizer(x) if kind is FakeQuantize else \
-                torch.fake_quantize_per_tensor_affine(x, float(quantizer.scale), 0,
-                                                      quantizer.quant_min, quantizer.quant_max)
-            got = fake_quant(quantizer, x)
-            assert torch.equal(got, want)
-            if exact and x is finite:   # quantize's zeros are the kernel's (+0), signs too
-                assert torch.equal(got.signbit(), want.signbit())
-    # only the contiguous finite input, and only where quantize is exact
-    assert len(calls) == (1 if exact else 0)
-
-
-def test_quantize_found_inexact_or_missing_is_not_used(monkeypatch):
-    """The check itself: a quantize that rounds a tie the other way, or none at all, turns
-    the path off."""
-    real = torch.quantize_per_tensor
-
-    def off_by_one_at_ties(x, scale, zero_point, dtype):
-        shifted = torch.where((x / scale).frac().abs() == 0.5, x + scale * 0.25, x)
-        return real(shifted, scale, zero_point, dtype)
-    monkeypatch.setattr(torch, "quantize_per_tensor", off_by_one_at_ties)
-    assert fast_quant._check_quantize() is False
-    monkeypatch.delattr(torch, "quantize_per_tensor")
-    assert fast_quant._check_quantize() is False
-    monkeypatch.undo()
-    assert fast_quant._check_quantize() is True
-
-
 @pytest.mark.parametrize("kind, scheme, axis", list(itertools.product(KINDS, PER_CHANNEL,
                                                                         (0, 1))))
 def test_per_channel_values_are_the_kernels(kind, scheme, axis):
