@@ -11,8 +11,9 @@ The probe runs the analysis model (and its layers' shadow calls for the own erro
 each such quantizer's ``forward`` replaced for the run (``FastQuantizers``), and puts every
 one back on every exit path.
 
-A quantizer is mirrored only while it is frozen (observer off, fake quant on), per tensor
-or per channel with integer zero points, on a float32 input; anything else goes to its
+A quantizer is mirrored only while it is frozen (observer off, fake quant on; a fixed-qparams
+quantizer's observer may stay on: it only copies back the fixed scale), per tensor or per
+channel with integer zero points, on a float32 input; anything else goes to its
 own call. What it holds (scale, zero point, switches) is read again whenever one of those
 tensors is replaced or written (their version counters), so a switch turned during the
 run (the sensitivity pass) is honoured. The fused kernel takes its scale and zero point
@@ -28,8 +29,11 @@ import weakref
 import torch
 from torch import nn
 from torch.ao.quantization import FakeQuantize, FusedMovingAvgObsFakeQuantize
+from torch.ao.quantization.fake_quantize import FixedQParamsFakeQuantize
 
-_PLAIN = (FakeQuantize, FusedMovingAvgObsFakeQuantize)
+# FixedQParamsFakeQuantize (sigmoid, hardsigmoid, tanh, softmax outputs) runs
+# FakeQuantize's forward on a scale its observer never moves
+_PLAIN = (FakeQuantize, FusedMovingAvgObsFakeQuantize, FixedQParamsFakeQuantize)
 _PER_CHANNEL = (torch.per_channel_affine, torch.per_channel_symmetric)
 _STATE = ("scale", "zero_point", "fake_quant_enabled", "observer_enabled")
 
@@ -97,8 +101,10 @@ def _stamp(quantizer: nn.Module):
 
 
 def _frozen(quantizer: nn.Module) -> bool:
-    """Fake quant on, observer off: what the quantizer applies no longer moves."""
-    return bool(quantizer.fake_quant_enabled[0]) and not bool(quantizer.observer_enabled[0])
+    """Fake quant on, observer off (or one that only copies back a fixed scale): what the
+    quantizer applies no longer moves."""
+    return bool(quantizer.fake_quant_enabled[0]) and (
+        type(quantizer) is FixedQParamsFakeQuantize or not bool(quantizer.observer_enabled[0]))
 
 
 def _read_plan(quantizer: nn.Module) -> _Plan | None:
@@ -108,7 +114,9 @@ def _read_plan(quantizer: nn.Module) -> _Plan | None:
     if not scale.is_floating_point() or zero.is_floating_point() or \
             scale.numel() != zero.numel() or scale.numel() == 0:
         return None
-    low, high = int(quantizer.quant_min), int(quantizer.quant_max)
+    # the range the kernels are given: the observer's where the quantizer has one
+    bounds = getattr(quantizer, "activation_post_process", quantizer)
+    low, high = int(bounds.quant_min), int(bounds.quant_max)
     if quantizer.is_per_channel:
         if quantizer.qscheme not in _PER_CHANNEL or (
                 type(quantizer) is FusedMovingAvgObsFakeQuantize and quantizer.ch_axis != 0):

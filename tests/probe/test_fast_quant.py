@@ -19,6 +19,11 @@ from torch.ao.quantization import (  # noqa: E402
     MovingAveragePerChannelMinMaxObserver,
 )
 
+from torch.ao.quantization.fake_quantize import (  # noqa: E402
+    default_fixed_qparams_range_0to1_fake_quant,
+    default_fixed_qparams_range_neg1to1_fake_quant,
+)
+
 from qcdoctor.probe import fast_quant  # noqa: E402
 from qcdoctor.probe.fast_quant import FastQuantizers, fake_quant  # noqa: E402
 from tests.probe_nets import one_thread  # noqa: E402,F401 - autouse
@@ -91,6 +96,23 @@ def test_per_channel_values_are_the_kernels(kind, scheme, axis):
         assert torch.equal(fake_quant(quantizer, ties), quantizer(ties))
         wide = weight * 40                                  # past both ends of each range
         assert torch.equal(fake_quant(quantizer, wide), quantizer(wide))
+
+
+@pytest.mark.parametrize("make", [default_fixed_qparams_range_0to1_fake_quant,
+                                  default_fixed_qparams_range_neg1to1_fake_quant])
+def test_a_fixed_qparams_quantizer_gives_the_kernels_values_with_its_observer_on(make):
+    """Sigmoid's and tanh's output quantizers (fixed scale, zero point 0 and 128): their
+    observer may stay on, it only copies the fixed scale back; turned off, they run on."""
+    quantizer = make().eval()
+    assert bool(quantizer.observer_enabled[0])
+    generator = torch.Generator().manual_seed(5)
+    x = torch.cat([torch.rand(5000, generator=generator) * 2.4 - 1.2, _ties(quantizer, None),
+                   torch.tensor([float("nan"), float("inf"), -float("inf"), 1e30, -1e30])])
+    with torch.inference_mode():
+        mirrored = fake_quant(quantizer, x)
+        assert mirrored is not None and torch.equal(mirrored, quantizer(x))
+        quantizer.disable_fake_quant()
+        assert fake_quant(quantizer, x) is None
 
 
 def test_a_nan_in_a_weight_is_left_to_the_kernel():
