@@ -18,7 +18,6 @@ from torch.ao.quantization import (  # noqa: E402
     MovingAverageMinMaxObserver,
     MovingAveragePerChannelMinMaxObserver,
 )
-
 from torch.ao.quantization.fake_quantize import (  # noqa: E402
     default_fixed_qparams_range_0to1_fake_quant,
     default_fixed_qparams_range_neg1to1_fake_quant,
