@@ -29,6 +29,7 @@ from torch import nn
 
 from qcdoctor.collectors.own_error import COLUMNS, OWN_ERROR_FILE  # as triage reads them
 from qcdoctor.probe.fast_quant import fake_quant  # the output quantizer, in place
+from qcdoctor.probe.layers import output_scale
 from qcdoctor.probe.stats import pair_stats
 
 _WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -285,7 +286,6 @@ class OwnTap:
         self.seen.add(key)
         layer = self.plan.observed_layers.get(self.quantizer_of.get(node)) or \
             self.plan.layers[node]
-        from qcdoctor.probe.layers import output_scale
         qscale, _ = output_scale(layer.quantizer)
         side = self.sides(self.counterpart[key]) if self.sides is not None else None
         numbers = own_numbers(base, own.detach(), qscale,
