@@ -1,0 +1,130 @@
+/* The sums and extremes of the per-layer metrics (probe/stats.py) in one pass over a
+ * float32 tensor, where torch needs one call and one pass per number.
+ *
+ * Sums are kept in float64, in LANES fixed lanes added up in a fixed order at the end:
+ * the same result on every machine, vector width and thread count (no reassociation:
+ * built with -ffp-contract=off, never -ffast-math). Extremes follow torch: a NaN anywhere
+ * makes min and max NaN. Loaded by probe/fused.py through ctypes (no Python API here). */
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+#define LANES 8
+
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+/* the same lanes in wider registers where the CPU has them: the same numbers */
+#define WIDE __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef WIDE
+#define WIDE
+#endif
+
+/* out: min, max, sum, sum of squares */
+WIDE void qcd_side_f32(const float *restrict x, int64_t n, double *restrict out)
+{
+    double sum[LANES] = {0}, squares[LANES] = {0};
+    float low[LANES], high[LANES];
+    int nan[LANES] = {0};
+    for (int j = 0; j < LANES; j++) {
+        low[j] = INFINITY;
+        high[j] = -INFINITY;
+    }
+    int64_t whole = n - n % LANES;
+    for (int64_t i = 0; i < whole; i += LANES) {
+        for (int j = 0; j < LANES; j++) {
+            float v = x[i + j];
+            double w = v;
+            sum[j] += w;
+            squares[j] += w * w;
+            low[j] = v < low[j] ? v : low[j];
+            high[j] = v > high[j] ? v : high[j];
+            nan[j] |= v != v;
+        }
+    }
+    for (int64_t i = whole; i < n; i++) {
+        float v = x[i];
+        double w = v;
+        int j = (int)(i - whole);
+        sum[j] += w;
+        squares[j] += w * w;
+        low[j] = v < low[j] ? v : low[j];
+        high[j] = v > high[j] ? v : high[j];
+        nan[j] |= v != v;
+    }
+    double total = 0, total_squares = 0;
+    float lowest = INFINITY, highest = -INFINITY;
+    int any_nan = 0;
+    for (int j = 0; j < LANES; j++) {
+        total += sum[j];
+        total_squares += squares[j];
+        lowest = low[j] < lowest ? low[j] : lowest;
+        highest = high[j] > highest ? high[j] : highest;
+        any_nan |= nan[j];
+    }
+    out[0] = any_nan ? NAN : lowest;
+    out[1] = any_nan ? NAN : highest;
+    out[2] = total;
+    out[3] = total_squares;
+}
+
+/* diff = a - b (float32, as torch subtracts), written to diff; out: sum of diff^2, sum of
+ * |diff|, max |diff| (NaN if one is), the largest finite |diff| / |b| (0 if none) */
+WIDE void qcd_pair_f32(const float *restrict b, const float *restrict a,
+                       float *restrict diff, int64_t n, double *restrict out)
+{
+    double noise[LANES] = {0}, l1[LANES] = {0};
+    float top[LANES] = {0}, ratio[LANES] = {0};
+    int nan[LANES] = {0};
+    int64_t whole = n - n % LANES;
+    for (int64_t i = 0; i < whole; i += LANES) {
+        for (int j = 0; j < LANES; j++) {
+            float v = a[i + j] - b[i + j];
+            float m = fabsf(v);
+            double w = v;
+            diff[i + j] = v;
+            noise[j] += w * w;
+            l1[j] += (double)m;
+            top[j] = m > top[j] ? m : top[j];
+            nan[j] |= m != m;
+        }
+    }
+    /* a loop of its own: with the division in the loop above, neither vectorises */
+    for (int64_t i = 0; i < whole; i += LANES) {
+        for (int j = 0; j < LANES; j++) {
+            float r = fabsf(diff[i + j]) / fabsf(b[i + j]);
+            r = r <= FLT_MAX ? r : 0.0f;             /* b == 0: inf or NaN, left out */
+            ratio[j] = r > ratio[j] ? r : ratio[j];
+        }
+    }
+    for (int64_t i = whole; i < n; i++) {
+        float v = a[i] - b[i];
+        float m = fabsf(v);
+        double w = v;
+        int j = (int)(i - whole);
+        diff[i] = v;
+        noise[j] += w * w;
+        l1[j] += (double)m;
+        top[j] = m > top[j] ? m : top[j];
+        nan[j] |= m != m;
+        float r = m / fabsf(b[i]);
+        r = r <= FLT_MAX ? r : 0.0f;
+        ratio[j] = r > ratio[j] ? r : ratio[j];
+    }
+    double total_noise = 0, total_l1 = 0;
+    float largest = 0, largest_ratio = 0;
+    int any_nan = 0;
+    for (int j = 0; j < LANES; j++) {
+        total_noise += noise[j];
+        total_l1 += l1[j];
+        largest = top[j] > largest ? top[j] : largest;
+        largest_ratio = ratio[j] > largest_ratio ? ratio[j] : largest_ratio;
+        any_nan |= nan[j];
+    }
+    out[0] = total_noise;
+    out[1] = total_l1;
+    out[2] = any_nan ? NAN : largest;
+    out[3] = largest_ratio;
+}
