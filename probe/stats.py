@@ -1,6 +1,7 @@
 """The per-layer numbers of compare_per_layer_out, computed from two tensors.
 
-Sums run on the tensors' own device, so only a handful of scalars leave a hook.
+Sums run on the tensors' own device, so only a handful of scalars leave a hook; on CPU,
+float32 tensors take one pass of the fused kernel (probe/fused.py) where it is built.
 Definitions (one flattened tensor per side, n elements):
 Cosine = <a,b> / (|a| |b|); MSE = mean((a-b)^2); L1 = mean|a-b|; Atol = max|a-b|;
 Rtol = max(|a-b| / |b|) over b != 0; SQNR = 10 log10(sum b^2 / sum (a-b)^2) dB (empty
@@ -15,6 +16,8 @@ import threading
 import weakref
 
 import torch
+
+from qcdoctor.probe import fused
 
 
 def flatten_output(value, name: str = "") -> list[tuple[str, torch.Tensor]]:
@@ -70,9 +73,13 @@ def side_stats(tensor: torch.Tensor) -> dict:
     n = x.numel()
     if n == 0:
         return {"min": None, "max": None, "mean": None, "var": None, "sumsq": 0.0}
-    lo, hi = extremes(x)
-    mean = float(x.sum()) / n
-    sumsq = _square_sum(x)
+    if fused.fits(x):
+        lo, hi, total, sumsq = fused.side(x)      # one pass, float64 sums
+        mean = total / n
+    else:
+        lo, hi = extremes(x)
+        mean = float(x.sum()) / n
+        sumsq = _square_sum(x)
     var = sumsq / n - mean * mean
     if not var > 0.05 * (sumsq / n):
         # the mean dominates (or all is equal): the difference above lost its digits
@@ -95,8 +102,11 @@ def extremes(x: torch.Tensor) -> tuple[float, float]:
 
 
 def _square_sum(x: torch.Tensor) -> float:
-    """sum x^2 as a BLAS dot product: one pass, no temporary (relative error below 1e-5
-    for a million elements, where 1 - Cosine is measured from the noise energy itself)."""
+    """sum x^2 in one pass: the fused kernel's float64 sum, else a BLAS dot product, no
+    temporary (relative error below 1e-5 for a million elements, where 1 - Cosine is
+    measured from the noise energy itself)."""
+    if fused.fits(x):
+        return fused.side(x)[3]
     return float(torch.dot(x, x)) if x.is_cpu else float(torch.sum(x * x))
 
 
@@ -116,9 +126,11 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
     ``base_side``/``analy_side``: side_stats of the two, when at hand (their sums of
     squares and maxima are reused).
 
-    Sums run in float32 (torch's cascade summation, relative error about 1e-7; sums of
-    squares as BLAS dot products, below 1e-5), where a float64 copy costs four times as
-    much; Cosine comes from the noise energy,
+    Contiguous float32 CPU tensors go through the fused kernel (probe/fused.py): one pass
+    for the difference, its sums (in float64) and extremes. Otherwise sums run in float32
+    (torch's cascade summation, relative error about 1e-7; sums of squares as BLAS dot
+    products, below 1e-5), where a float64 copy costs four times as much. Cosine comes
+    from the noise energy,
     cos = 1 - (|a-b|^2 - (|a| - |b|)^2) / (2 |a| |b|), so 1 - cos keeps its digits near 1.
     KL from the two log-sum-exps: KL = LSE(a) - LSE(b) - sum softmax(b) (a - b), two
     exponentials in all (in float64 below 4096 elements).
@@ -142,10 +154,30 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
         signal = base_side.get("sumsq")
         signal = _square_sum(b) if signal is None else signal
     work = _scratch(n, b.dtype, b.device)
-    diff = torch.sub(a, b, out=work[0])
+    if fused.fits(a) and fused.fits(b):
+        # the difference and every number but KL's in one pass
+        sums = fused.pair(b, a, work[0])
+        diff = work[0]
+    else:
+        sums = None
+        diff = torch.sub(a, b, out=work[0])
     if "kl" in asked:
         values["kl"] = _kl(b, a, diff, base_side.get("max"), analy_side.get("max"), work)
-    if asked & _NEED_NOISE:
+    if sums is not None and asked & _NEED_NOISE:
+        noise, l1_sum, atol, rtol = sums
+        values["mse"] = noise / n
+        values["l1"] = l1_sum / n
+        values["atol"] = atol
+        if "rtol" in asked:
+            # a NaN or inf difference: no ratio
+            values["rtol"] = atol if not math.isfinite(atol) else rtol if signal > 0 else None
+        if "cosine" in asked:
+            power = analy_side.get("sumsq")
+            power = _square_sum(a) if power is None else power
+            values["cosine"] = _cosine(signal, power, noise)
+        if "sqnr" in asked:
+            values["sqnr"] = _sqnr(signal, noise)
+    elif asked & _NEED_NOISE:
         noise = _square_sum(diff)
         values["mse"] = noise / n
         if "cosine" in asked:

@@ -1,5 +1,6 @@
 """The row metrics on tensors large enough for the float32 ways (vectorized extremes,
-unshifted and shifted exponentials) agree with the same metrics taken in float64."""
+unshifted and shifted exponentials) agree with the same metrics taken in float64, with
+the fused kernel (probe/fused.py) and with torch's reductions alone."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from qcdoctor.probe import fused  # noqa: E402
 from qcdoctor.probe.stats import (  # noqa: E402
     extremes,
     flattened,
@@ -16,6 +18,12 @@ from qcdoctor.probe.stats import (  # noqa: E402
     pair_stats,
     side_stats,
 )
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["fused", "torch"])
+def kernel(request, monkeypatch):
+    monkeypatch.setattr(fused, "ENABLED", request.param)
+    return request.param
 
 
 def _reference(b: torch.Tensor, a: torch.Tensor) -> dict:
