@@ -2,7 +2,9 @@
 and sums, and a pair's difference with its sums and extremes, each in one pass over a
 contiguous float32 CPU tensor, where torch takes one call and one pass per number
 (measured on a row of 12,288 elements: 5 against 15 us for a side, 12 against 84 us for
-a pair without KL). Sums are float64 in fixed lanes: the same on every machine.
+a pair without KL); a fake quant in one pass (probe/fast_quant.py takes four), and a
+layer's own quantized output measured against the baseline without being stored. Sums
+are float64 in fixed lanes: the same on every machine.
 
 It is built at install (pyproject.toml ``ext-modules``, optional: a machine without a C
 compiler installs without it) and only ever read here; without it, or with ``ENABLED``
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import math
 
 import torch
 
@@ -33,6 +36,15 @@ def _load():
         library.qcd_side_f32.restype = None
         library.qcd_pair_f32.argtypes = [pointer, pointer, pointer, count, pointer]
         library.qcd_pair_f32.restype = None
+        number = ctypes.c_float
+        library.qcd_fake_quant_f32.argtypes = [pointer, pointer, count] + [number] * 4
+        library.qcd_fake_quant_f32.restype = None
+        library.qcd_fake_quant_channels_f32.argtypes = [pointer, pointer] + [count] * 3 + \
+            [pointer] * 4
+        library.qcd_fake_quant_channels_f32.restype = ctypes.c_int
+        library.qcd_fake_quant_pair_f32.argtypes = [pointer, pointer, count] + \
+            [number] * 4 + [pointer]
+        library.qcd_fake_quant_pair_f32.restype = None
         return library
     except (OSError, AttributeError, ImportError, ValueError):
         return None                     # not built, or not loadable here: torch does it
@@ -68,3 +80,35 @@ def pair(base: torch.Tensor, analy: torch.Tensor,
     _LIBRARY.qcd_pair_f32(base.data_ptr(), analy.data_ptr(), diff.data_ptr(), base.numel(),
                           out)
     return out[0], out[1], out[2], out[3]
+
+
+def fake_quant(x: torch.Tensor, out: torch.Tensor, inverse: float, scale: float, low: float,
+               high: float) -> None:
+    """``out`` = round(clamp(x * inverse, low, high)) * scale in float32, rounding half to
+    even, a NaN made ``low`` (torch's per-tensor kernel; probe/fast_quant.py). Both as
+    ``fits`` takes them, of one size."""
+    _LIBRARY.qcd_fake_quant_f32(x.data_ptr(), out.data_ptr(), x.numel(), inverse, scale,
+                                low, high)
+
+
+def fake_quant_channels(x: torch.Tensor, out: torch.Tensor, axis: int, inverse: torch.Tensor,
+                        scale: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> bool:
+    """The same per channel along ``axis`` (the four numbers as contiguous float32 tensors
+    of one per channel); False where ``x`` holds a NaN (``out`` is then not to be used)."""
+    shape = x.shape
+    outer = math.prod(shape[:axis])
+    inner = math.prod(shape[axis + 1:])
+    nan = _LIBRARY.qcd_fake_quant_channels_f32(
+        x.data_ptr(), out.data_ptr(), outer, shape[axis], inner, inverse.data_ptr(),
+        scale.data_ptr(), low.data_ptr(), high.data_ptr())
+    return not nan
+
+
+def fake_quant_pair(base: torch.Tensor, x: torch.Tensor, inverse: float, scale: float,
+                    low: float, high: float) -> tuple[float, float, float]:
+    """q = ``fake_quant(x)`` against ``base``, q never stored: (sum of (q - base)^2,
+    max |q - base| (NaN where one is), sum of q^2)."""
+    out = (ctypes.c_double * 3)()
+    _LIBRARY.qcd_fake_quant_pair_f32(base.data_ptr(), x.data_ptr(), x.numel(), inverse,
+                                     scale, low, high, out)
+    return out[0], out[1], out[2]

@@ -14,8 +14,9 @@
 
 #if defined(__x86_64__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
-/* the same lanes in wider registers where the CPU has them: the same numbers */
-#define WIDE __attribute__((target_clones("avx2", "default")))
+/* the same lanes in wider registers where the CPU has them (sse4.1 and avx2 also round in
+ * vectors): the same numbers */
+#define WIDE __attribute__((target_clones("avx2", "sse4.1", "default")))
 #endif
 #endif
 #ifndef WIDE
@@ -127,4 +128,108 @@ WIDE void qcd_pair_f32(const float *restrict b, const float *restrict a,
     out[1] = total_l1;
     out[2] = any_nan ? NAN : largest;
     out[3] = largest_ratio;
+}
+
+/* Fake quantization as torch's kernel computes it, in float32: round half to even of
+ * x * inverse, clamped to [low, high] (the integer range less the zero point; whole
+ * numbers, so clamping first gives the same), times the scale. A NaN becomes low, as
+ * the kernel makes it the range's low end. */
+static inline float fake_quant_one(float x, float inverse, float scale, float low, float high)
+{
+    float t = x * inverse;
+    t = t != t ? low : t;
+    t = t < low ? low : t;
+    t = t > high ? high : t;
+    return nearbyintf(t) * scale;
+}
+
+/* per tensor: out = fake_quant(x) */
+WIDE void qcd_fake_quant_f32(const float *restrict x, float *restrict out, int64_t n,
+                             float inverse, float scale, float low, float high)
+{
+    int64_t whole = n - n % LANES;
+    /* in blocks of LANES: a loop of unknown length is not vectorised at -O2 */
+    for (int64_t i = 0; i < whole; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            out[i + j] = fake_quant_one(x[i + j], inverse, scale, low, high);
+    for (int64_t i = whole; i < n; i++)
+        out[i] = fake_quant_one(x[i], inverse, scale, low, high);
+}
+
+/* per channel, x seen as [outer, channels, inner]; returns 1 where x holds a NaN (what
+ * torch's per-channel kernel makes of it is left to that kernel: out is then unused) */
+WIDE int qcd_fake_quant_channels_f32(const float *restrict x, float *restrict out,
+                                     int64_t outer, int64_t channels, int64_t inner,
+                                     const float *restrict inverse,
+                                     const float *restrict scale,
+                                     const float *restrict low, const float *restrict high)
+{
+    int nan = 0;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t c = 0; c < channels; c++) {
+            const float *row = x + (o * channels + c) * inner;
+            float *to = out + (o * channels + c) * inner;
+            float inv = inverse[c], step = scale[c], lo = low[c], hi = high[c];
+            int64_t whole = inner - inner % LANES;
+            for (int64_t i = 0; i < whole; i += LANES) {
+                for (int j = 0; j < LANES; j++) {
+                    nan |= row[i + j] != row[i + j];
+                    to[i + j] = fake_quant_one(row[i + j], inv, step, lo, hi);
+                }
+            }
+            for (int64_t i = whole; i < inner; i++) {
+                nan |= row[i] != row[i];
+                to[i] = fake_quant_one(row[i], inv, step, lo, hi);
+            }
+        }
+    }
+    return nan;
+}
+
+/* a layer's own error where its output quantizer is per tensor: q = fake_quant(x) against
+ * base, q never stored; out: sum of (q - base)^2, max |q - base| (NaN if one is), sum of
+ * q^2 */
+WIDE void qcd_fake_quant_pair_f32(const float *restrict base, const float *restrict x,
+                                  int64_t n, float inverse, float scale, float low,
+                                  float high, double *restrict out)
+{
+    double noise[LANES] = {0}, power[LANES] = {0};
+    float top[LANES] = {0};
+    int nan[LANES] = {0};
+    int64_t whole = n - n % LANES;
+    for (int64_t i = 0; i < whole; i += LANES) {
+        for (int j = 0; j < LANES; j++) {
+            float q = fake_quant_one(x[i + j], inverse, scale, low, high);
+            float v = q - base[i + j];
+            float m = fabsf(v);
+            double w = v, p = q;
+            noise[j] += w * w;
+            power[j] += p * p;
+            top[j] = m > top[j] ? m : top[j];
+            nan[j] |= m != m;
+        }
+    }
+    for (int64_t i = whole; i < n; i++) {
+        float q = fake_quant_one(x[i], inverse, scale, low, high);
+        float v = q - base[i];
+        float m = fabsf(v);
+        double w = v, p = q;
+        int j = (int)(i - whole);
+        noise[j] += w * w;
+        power[j] += p * p;
+        top[j] = m > top[j] ? m : top[j];
+        nan[j] |= m != m;
+    }
+    double total_noise = 0, total_power = 0;
+    float largest = 0;
+    int any_nan = 0;
+    for (int j = 0; j < LANES; j++) {
+        total_noise += noise[j];
+        total_power += power[j];
+        largest = top[j] > largest ? top[j] : largest;
+        any_nan |= nan[j];
+    }
+    out[0] = total_noise;
+    out[1] = any_nan ? NAN : largest;
+    out[2] = total_power;
 }
