@@ -4,7 +4,8 @@ torch's kernels, so the same values (tests/probe/test_fast_quant.py checks them)
 Why: on CPU the fused kernels behind FakeQuantize and FusedMovingAvgObsFakeQuantize also
 write a mask and skip vectorisation; measured here, a frozen activation quantizer costs
 about nine times the four in-place passes below, a per-channel weight quantizer up to
-twenty-five times. (torch's quantize_per_tensor then dequantize, vectorised too, give the
+twenty-five times. Where probe/fused.py's kernel is built, a contiguous CPU input takes
+one pass of it instead of the four (the same arithmetic, in C). (torch's quantize_per_tensor then dequantize, vectorised too, give the
 kernel's values for a zero point of 0, but measured in the probe they cost more than the
 passes below: a fresh output and an int8 one per call, and a pass to find a NaN first.)
 The probe runs the analysis model (and its layers' shadow calls for the own error) with
@@ -31,6 +32,8 @@ from torch import nn
 from torch.ao.quantization import FakeQuantize, FusedMovingAvgObsFakeQuantize
 from torch.ao.quantization.fake_quantize import FixedQParamsFakeQuantize
 
+from qcdoctor.probe import fused
+
 # FixedQParamsFakeQuantize (sigmoid, hardsigmoid, tanh, softmax outputs) runs
 # FakeQuantize's forward on a scale its observer never moves
 _PLAIN = (FakeQuantize, FusedMovingAvgObsFakeQuantize, FixedQParamsFakeQuantize)
@@ -52,15 +55,20 @@ class _Plan:
     dimension: a Python number is wrapped as a float64 tensor and converted by every
     multiplication (measured: 6 us against 2.5 us for one of 200 elements)."""
 
-    __slots__ = ("inverse", "scale", "low", "high", "axis")
+    __slots__ = ("inverse", "scale", "low", "high", "axis", "numbers")
 
     def __init__(self, inverse, scale, low, high, axis: int | None):
         self.inverse, self.scale, self.low, self.high, self.axis = \
             inverse, scale, low, high, axis
+        # per tensor, the four as Python numbers for the fused kernel (each float32 exactly)
+        self.numbers = None if axis is not None else \
+            (float(inverse), float(scale), float(low), float(high))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor | None:
         if x.dtype != torch.float32:
             return None
+        if fused.fits(x) and self.inverse.is_cpu:
+            return self._fused(x)
         inverse, scale, low, high = self.inverse, self.scale, self.low, self.high
         if self.axis is not None:
             axis = self.axis if self.axis >= 0 else self.axis + x.dim()
@@ -82,6 +90,19 @@ class _Plan:
                 return None
             out.nan_to_num_(nan=low)
         return out.round_().mul_(scale)
+
+    def _fused(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The same values in one pass of the fused kernel (probe/fused.py)."""
+        out = torch.empty_like(x)
+        if self.axis is None:
+            fused.fake_quant(x, out, *self.numbers)
+            return out
+        axis = self.axis if self.axis >= 0 else self.axis + x.dim()
+        if not 0 <= axis < x.dim() or x.shape[axis] != self.inverse.numel():
+            return None
+        # a NaN in a weight: left to torch's kernel, as below
+        return out if fused.fake_quant_channels(x, out, axis, self.inverse, self.scale,
+                                                self.low, self.high) else None
 
 
 def _stamp(quantizer: nn.Module):

@@ -23,11 +23,18 @@ from torch.ao.quantization.fake_quantize import (  # noqa: E402
     default_fixed_qparams_range_neg1to1_fake_quant,
 )
 
-from qcdoctor.probe import fast_quant  # noqa: E402
+from qcdoctor.probe import fast_quant, fused  # noqa: E402
 from qcdoctor.probe.fast_quant import FastQuantizers, fake_quant  # noqa: E402
 from tests.probe_nets import one_thread  # noqa: E402,F401 - autouse
 
 KINDS = (FakeQuantize, FusedMovingAvgObsFakeQuantize)
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["fused", "torch"])
+def kernel(request, monkeypatch):
+    """Every test with the fused kernel's one pass and with torch's in-place passes."""
+    monkeypatch.setattr(fused, "ENABLED", request.param)
+    return request.param
 PER_TENSOR = [(torch.per_tensor_symmetric, -128, 127, torch.qint8),
               (torch.per_tensor_affine, 0, 255, torch.quint8),
               (torch.per_tensor_affine, 0, 15, torch.quint8),          # 4 bits, a zero point
