@@ -28,9 +28,10 @@ import torch
 from torch import nn
 
 from qcdoctor.collectors.own_error import COLUMNS, OWN_ERROR_FILE  # as triage reads them
-from qcdoctor.probe.fast_quant import fake_quant  # the output quantizer, in place
+from qcdoctor.probe import fused
+from qcdoctor.probe.fast_quant import fake_quant, plan_of  # the output quantizer, in place
 from qcdoctor.probe.layers import output_scale
-from qcdoctor.probe.stats import pair_stats
+from qcdoctor.probe.stats import cosine_of_energies, pair_stats
 
 _WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -112,6 +113,10 @@ def own_numbers(base: torch.Tensor, own: torch.Tensor, qscale: float | None,
         return {}
     stats = pair_stats(base, own, ("cosine", "atol"), base_side=base_side)
     cosine, atol = stats["cosine"], stats["atol"]
+    return _own_values(cosine, atol, qscale)
+
+
+def _own_values(cosine: float | None, atol: float | None, qscale: float | None) -> dict:
     if cosine is None or atol is None or not (math.isfinite(cosine) and math.isfinite(atol)):
         return {}
     steps = atol / qscale if qscale and qscale > 0 else None
@@ -242,7 +247,7 @@ class OwnTap:
         source = plan.observer.get(node)
         if source is not None:              # a quantizer: its row's own output goes through it
             own = self.pending.pop(source, None)
-            if own is not None:
+            if own is not None and not self._measure_quantized(source, module, own):
                 quantized = fake_quant(module, own)
                 if quantized is None:
                     quantized = _call(node, module, (own,), {})
@@ -276,20 +281,49 @@ class OwnTap:
         value = self.base_of(arg)
         return value if value is not None else self.shadow.get(arg)
 
-    def _measure(self, node, own) -> None:
+    def _due(self, node):
+        """(row key, baseline output, output scale, baseline side numbers) of the row whose
+        own error ``node``'s output measures; None where there is none to measure (no row,
+        measured already, no baseline output kept)."""
         key = self.node_keys.get(node)
         if key is None or key[1] != 0 or key in self.seen or key not in self.counterpart:
-            return
+            return None
         base = self.base.get(self.counterpart[key])
-        if not isinstance(base, torch.Tensor) or not isinstance(own, torch.Tensor):
-            return
-        self.seen.add(key)
+        if not isinstance(base, torch.Tensor):
+            return None
         layer = self.plan.observed_layers.get(self.quantizer_of.get(node)) or \
             self.plan.layers[node]
         qscale, _ = output_scale(layer.quantizer)
         side = self.sides(self.counterpart[key]) if self.sides is not None else None
-        numbers = own_numbers(base, own.detach(), qscale,
-                              side if side and side.get("sumsq") is not None else None)
+        return key, base, qscale, side if side and side.get("sumsq") is not None else None
+
+    def _measure(self, node, own) -> None:
+        due = self._due(node)
+        if due is None or not isinstance(own, torch.Tensor):
+            return
+        key, base, qscale, side = due
+        self._record(node, key, own_numbers(base, own.detach(), qscale, side))
+
+    def _measure_quantized(self, node, quantizer, own) -> bool:
+        """The own error of ``node``'s row from its output quantizer's input ``own``, the
+        quantized values never stored (the fused kernel, for a per-tensor quantizer
+        fast_quant mirrors); False where it cannot (the caller quantizes, then measures)."""
+        due = self._due(node)
+        if due is None:
+            return True                     # nothing to measure
+        key, base, qscale, side = due
+        plan = plan_of(quantizer)
+        if plan is None or plan.numbers is None or not isinstance(own, torch.Tensor) or \
+                own.shape != base.shape or not (fused.fits(own) and fused.fits(base)):
+            return False
+        noise, atol, power = fused.fake_quant_pair(base, own.detach(), *plan.numbers)
+        signal = side["sumsq"] if side else fused.side(base)[3]
+        self._record(node, key, _own_values(cosine_of_energies(signal, power, noise), atol,
+                                            qscale))
+        return True
+
+    def _record(self, node, key, numbers: dict) -> None:
+        self.seen.add(key)
         if not numbers:
             return
         record = {"mod_name": key[0], **numbers}

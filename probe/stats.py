@@ -174,7 +174,7 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
         if "cosine" in asked:
             power = analy_side.get("sumsq")
             power = _square_sum(a) if power is None else power
-            values["cosine"] = _cosine(signal, power, noise)
+            values["cosine"] = cosine_of_energies(signal, power, noise)
         if "sqnr" in asked:
             values["sqnr"] = _sqnr(signal, noise)
     elif asked & _NEED_NOISE:
@@ -183,7 +183,7 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
         if "cosine" in asked:
             power = analy_side.get("sumsq")
             power = _square_sum(a) if power is None else power
-            values["cosine"] = _cosine(signal, power, noise)
+            values["cosine"] = cosine_of_energies(signal, power, noise)
         if "sqnr" in asked:
             values["sqnr"] = _sqnr(signal, noise)
         if "atol" in asked and not asked & _NEED_ABS_NOT_ATOL:
@@ -294,7 +294,7 @@ def _sqnr(signal: float, noise: float) -> float | None:
     return 10.0 * math.log10(signal / noise) if noise > 0 and signal > 0 else None
 
 
-def _cosine(signal: float, power: float, noise: float) -> float:
+def cosine_of_energies(signal: float, power: float, noise: float) -> float:
     if math.isnan(signal + power + noise):
         return math.nan
     if signal <= 0 or power <= 0:

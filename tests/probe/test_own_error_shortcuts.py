@@ -1,7 +1,8 @@
 """The probe's shortcuts change its cost, never its numbers: the shadow call of a layer
-replays the fake-quantized weight its analysis call made (probe/own_error.py), and a
-frozen plain torch.ao fake quant is computed in place by the same float32 arithmetic
-(probe/fast_quant.py, whose values tests/probe/test_fast_quant.py checks one by one)."""
+replays the fake-quantized weight its analysis call made (probe/own_error.py), a frozen
+plain torch.ao fake quant is computed in place by the same float32 arithmetic
+(probe/fast_quant.py, whose values tests/probe/test_fast_quant.py checks one by one), and
+a layer's own quantized output is measured by the fused kernel without being stored."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from qcdoctor.probe import compare_models, fast_quant, own_error  # noqa: E402
+from qcdoctor.probe import compare_models, fast_quant, fused, own_error  # noqa: E402
 from tests.probe.test_probe_real_networks import built, example  # noqa: E402
 from tests.probe_nets import inject, one_thread  # noqa: E402,F401 - one_thread: autouse
 
@@ -99,3 +100,29 @@ def test_a_weight_quantizers_own_instance_forward_is_replayed_and_put_back(tmp_p
     compare_models(base, qat, x, tmp_path / "plain", sensitivity=False)
     fast, plain = _own_rows(tmp_path / "fast"), _own_rows(tmp_path / "plain")
     assert len(fast) >= 2 and fast == plain
+
+
+def test_own_quantized_outputs_are_measured_unstored_and_read_the_same(tmp_path,
+                                                                        monkeypatch):
+    """On the faulty resnet every per-tensor output quantizer's own error comes from the
+    fused kernel's measure (no quantized tensor made); with the kernel off, torch makes
+    and measures each one: the same numbers to float32 rounding, the same rows."""
+    float_model, _, qat = built("resnet18")
+    faulty = inject(qat, "features.stage2.unit1.body.conv1.conv", scale_factor=0.05)
+    measured = []
+    real = fused.fake_quant_pair
+
+    def counted(*args):
+        measured.append(args[1].shape)
+        return real(*args)
+    monkeypatch.setattr(fused, "fake_quant_pair", counted)
+    compare_models(float_model, faulty, example(), tmp_path / "fused", sensitivity=False)
+    monkeypatch.setattr(fused, "ENABLED", False)
+    compare_models(float_model, faulty, example(), tmp_path / "torch", sensitivity=False)
+    with_kernel, without = _own_rows(tmp_path / "fused"), _own_rows(tmp_path / "torch")
+    assert len(measured) > 30
+    assert [r["mod_name"] for r in with_kernel] == [r["mod_name"] for r in without]
+    for got, want in zip(with_kernel, without, strict=True):
+        assert 1 - float(got["own_cosine"]) == pytest.approx(1 - float(want["own_cosine"]),
+                                                             rel=1e-3, abs=1e-9)
+        assert float(got["own_atol"]) == pytest.approx(float(want["own_atol"]), rel=1e-6)
