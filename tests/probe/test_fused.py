@@ -101,3 +101,24 @@ def test_the_row_metrics_agree_with_torchs_reductions(monkeypatch):
                     assert 1 - g == pytest.approx(1 - w, rel=1e-3, abs=1e-9), name
                 else:
                     assert g == pytest.approx(w, rel=1e-5, abs=1e-9), name
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_a_quantized_output_is_measured_as_if_it_were_stored(n):
+    """fake_quant_pair's numbers are those of fake_quant's stored values (torch's
+    kernel's, NaN and infinities included) against the base."""
+    generator = torch.Generator().manual_seed(n + 2)
+    x = torch.randn(n, generator=generator) * 4
+    x[n // 2] = float("nan") if n > 2 else x[0]
+    base = x.nan_to_num(0.0) + 0.02 * torch.randn(n, generator=generator)
+    step = torch.tensor(0.03)                   # float32, as a quantizer holds it
+    numbers = (float(1.0 / step), float(step), -128.0, 127.0)    # 1/scale as the kernel
+    stored = torch.empty(n)
+    fused.fake_quant(x, stored, *numbers)
+    want = torch.fake_quantize_per_tensor_affine(x, step, torch.tensor(0), -128, 127)
+    assert torch.equal(stored, want)
+    noise, atol, power = fused.fake_quant_pair(base, x, *numbers)
+    diff = (stored - base).double()
+    assert noise == pytest.approx(float(diff.pow(2).sum()), rel=1e-12, abs=1e-30)
+    assert atol == float((stored - base).abs().max())
+    assert power == pytest.approx(float(stored.double().pow(2).sum()), rel=1e-12)
