@@ -31,7 +31,7 @@ from qcdoctor.collectors.own_error import COLUMNS, OWN_ERROR_FILE  # as triage r
 from qcdoctor.probe import fused
 from qcdoctor.probe.fast_quant import fake_quant, plan_of  # the output quantizer, in place
 from qcdoctor.probe.layers import output_scale
-from qcdoctor.probe.stats import cosine_of_energies, pair_stats
+from qcdoctor.probe.stats import cosine_of_energies, flattened, pair_stats
 
 _WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -314,10 +314,14 @@ class OwnTap:
         key, base, qscale, side = due
         plan = plan_of(quantizer)
         if plan is None or plan.numbers is None or not isinstance(own, torch.Tensor) or \
-                own.shape != base.shape or not (fused.fits(own) and fused.fits(base)):
+                own.shape != base.shape:
             return False
-        noise, atol, power = fused.fake_quant_pair(base, own.detach(), *plan.numbers)
-        signal = side["sumsq"] if side else fused.side(base)[3]
+        # element by element: both sides flattened alike (a transposed one copied)
+        base_flat, own_flat = flattened(base), flattened(own.detach())
+        if not (fused.fits(own_flat) and fused.fits(base_flat)):
+            return False
+        noise, atol, power = fused.fake_quant_pair(base_flat, own_flat, *plan.numbers)
+        signal = side["sumsq"] if side else fused.side(base_flat)[3]
         self._record(node, key, _own_values(cosine_of_energies(signal, power, noise), atol,
                                             qscale))
         return True
