@@ -76,6 +76,7 @@ def pair(base: torch.Tensor, analy: torch.Tensor,
     """analy - base written into ``diff`` (float32, as torch subtracts); (sum of diff^2,
     sum of |diff|, max |diff| (NaN where one is), the largest finite |diff| / |base|, 0
     where there is none). All three tensors as ``fits`` takes them, of one size."""
+    _same_size(base, analy, diff)
     out = (ctypes.c_double * 4)()
     _LIBRARY.qcd_pair_f32(base.data_ptr(), analy.data_ptr(), diff.data_ptr(), base.numel(),
                           out)
@@ -87,6 +88,7 @@ def fake_quant(x: torch.Tensor, out: torch.Tensor, inverse: float, scale: float,
     """``out`` = round(clamp(x * inverse, low, high)) * scale in float32, rounding half to
     even, a NaN made ``low`` (torch's per-tensor kernel; probe/fast_quant.py). Both as
     ``fits`` takes them, of one size."""
+    _same_size(x, out)
     _LIBRARY.qcd_fake_quant_f32(x.data_ptr(), out.data_ptr(), x.numel(), inverse, scale,
                                 low, high)
 
@@ -95,7 +97,11 @@ def fake_quant_channels(x: torch.Tensor, out: torch.Tensor, axis: int, inverse: 
                         scale: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> bool:
     """The same per channel along ``axis`` (the four numbers as contiguous float32 tensors
     of one per channel); False where ``x`` holds a NaN (``out`` is then not to be used)."""
+    _same_size(x, out)
     shape = x.shape
+    if not all(t.numel() == shape[axis] and t.dtype is torch.float32 and t.is_contiguous()
+               for t in (inverse, scale, low, high)):
+        raise ValueError("one float32 number a channel is needed for each of the four")
     outer = math.prod(shape[:axis])
     inner = math.prod(shape[axis + 1:])
     nan = _LIBRARY.qcd_fake_quant_channels_f32(
@@ -108,7 +114,15 @@ def fake_quant_pair(base: torch.Tensor, x: torch.Tensor, inverse: float, scale: 
                     low: float, high: float) -> tuple[float, float, float]:
     """q = ``fake_quant(x)`` against ``base``, q never stored: (sum of (q - base)^2,
     max |q - base| (NaN where one is), sum of q^2)."""
+    _same_size(base, x)
     out = (ctypes.c_double * 3)()
     _LIBRARY.qcd_fake_quant_pair_f32(base.data_ptr(), x.data_ptr(), x.numel(), inverse,
                                      scale, low, high, out)
     return out[0], out[1], out[2]
+
+
+def _same_size(*tensors: torch.Tensor) -> None:
+    """The kernel reads and writes as many elements as the first holds: a shorter one
+    would be read or written past its end."""
+    if any(t.numel() != tensors[0].numel() or not fits(t) for t in tensors[1:]):
+        raise ValueError("the fused kernel takes contiguous float32 CPU tensors of one size")

@@ -122,3 +122,19 @@ def test_a_quantized_output_is_measured_as_if_it_were_stored(n):
     assert noise == pytest.approx(float(diff.pow(2).sum()), rel=1e-12, abs=1e-30)
     assert atol == float((stored - base).abs().max())
     assert power == pytest.approx(float(stored.double().pow(2).sum()), rel=1e-12)
+
+
+def test_tensors_of_different_sizes_are_refused_before_any_memory_is_touched():
+    small, large = torch.zeros(8), torch.zeros(1000)
+    with pytest.raises(ValueError):
+        fused.pair(large, small, torch.empty(1000))
+    with pytest.raises(ValueError):
+        fused.pair(large, large, small)
+    with pytest.raises(ValueError):
+        fused.fake_quant(large, small, 1.0, 1.0, -8.0, 7.0)
+    with pytest.raises(ValueError):
+        fused.fake_quant_pair(small, large, 1.0, 1.0, -8.0, 7.0)
+    scales = torch.ones(3)
+    with pytest.raises(ValueError):
+        fused.fake_quant_channels(torch.zeros(4, 5), torch.empty(4, 5), 0, scales, scales,
+                                  scales, scales)
