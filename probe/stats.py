@@ -163,22 +163,8 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
         diff = torch.sub(a, b, out=work[0])
     if "kl" in asked:
         values["kl"] = _kl(b, a, diff, base_side.get("max"), analy_side.get("max"), work)
-    if sums is not None and asked & _NEED_NOISE:
-        noise, l1_sum, atol, rtol = sums
-        values["mse"] = noise / n
-        values["l1"] = l1_sum / n
-        values["atol"] = atol
-        if "rtol" in asked:
-            # a NaN or inf difference: no ratio
-            values["rtol"] = atol if not math.isfinite(atol) else rtol if signal > 0 else None
-        if "cosine" in asked:
-            power = analy_side.get("sumsq")
-            power = _square_sum(a) if power is None else power
-            values["cosine"] = cosine_of_energies(signal, power, noise)
-        if "sqnr" in asked:
-            values["sqnr"] = _sqnr(signal, noise)
-    elif asked & _NEED_NOISE:
-        noise = _square_sum(diff)
+    if asked & _NEED_NOISE:
+        noise = sums[0] if sums is not None else _square_sum(diff)
         values["mse"] = noise / n
         if "cosine" in asked:
             power = analy_side.get("sumsq")
@@ -186,7 +172,15 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
             values["cosine"] = cosine_of_energies(signal, power, noise)
         if "sqnr" in asked:
             values["sqnr"] = _sqnr(signal, noise)
-        if "atol" in asked and not asked & _NEED_ABS_NOT_ATOL:
+        if sums is not None:
+            _, l1_sum, atol, rtol = sums
+            values["l1"] = l1_sum / n
+            values["atol"] = atol
+            if "rtol" in asked:
+                # a NaN or inf difference: no ratio
+                values["rtol"] = atol if not math.isfinite(atol) else \
+                    rtol if signal > 0 else None
+        elif "atol" in asked and not asked & _NEED_ABS_NOT_ATOL:
             # the largest |a-b| from the signed difference: one read, no write
             low, high = extremes(diff)
             values["atol"] = -low if -low > high or low != low else high
