@@ -56,7 +56,7 @@ import torch  # noqa: E402
 from timing import interleaved  # noqa: E402
 
 from qcdoctor.collectors.own_error import OWN_ERROR_FILE  # noqa: E402
-from qcdoctor.probe import capture, compare_models  # noqa: E402
+from qcdoctor.probe import capture, compare_models, fused  # noqa: E402
 from tests.probe_nets import network, quantize  # noqa: E402
 
 ARCHS = ("mobilenetv2_w1", "resnet18", "seresnet18", "efficientnet_b0", "tinyvit")
@@ -158,6 +158,10 @@ def main(argv=None) -> int:
     parser.add_argument("--memory", action="store_true", help="also the peak memory")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    # without the kernel (no C compiler at install) the probe falls back to torch's
+    # reductions: a different, slower probe, so the output says which one was measured
+    print("fused kernel: " + ("built" if fused.available() else
+                              "NOT built (torch's reductions measured)"), flush=True)
     archs = args.only.split(",") if args.only else ARCHS
     found = {arch: measure(arch, args.size, args.runs, args.seconds) for arch in archs}
     ratios = {arch: numbers[0] for arch, numbers in found.items()}
