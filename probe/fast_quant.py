@@ -5,8 +5,8 @@ Why: on CPU the fused kernels behind FakeQuantize and FusedMovingAvgObsFakeQuant
 write a mask and skip vectorisation; measured here, a frozen activation quantizer costs
 about nine times the four in-place passes below, a per-channel weight quantizer up to
 twenty-five times. Where probe/fused.py's kernel is built, a contiguous CPU input takes
-one pass of it instead of the four (the same arithmetic, in C). (torch's quantize_per_tensor then dequantize, vectorised too, give the
-kernel's values for a zero point of 0, but measured in the probe they cost more than the
+one pass of it instead of the four (the same arithmetic, in C). (torch's
+quantize_per_tensor then dequantize, vectorised too, give the kernel's values for a zero point of 0, but measured in the probe they cost more than the
 passes below: a fresh output and an int8 one per call, and a pass to find a NaN first.)
 The probe runs the analysis model (and its layers' shadow calls for the own error) with
 each such quantizer's ``forward`` replaced for the run (``FastQuantizers``), and puts every
@@ -71,8 +71,8 @@ class _Plan:
             return self._fused(x)
         inverse, scale, low, high = self.inverse, self.scale, self.low, self.high
         if self.axis is not None:
-            axis = self.axis if self.axis >= 0 else self.axis + x.dim()
-            if not 0 <= axis < x.dim() or x.shape[axis] != inverse.numel():
+            axis = self._channel_axis(x)
+            if axis is None:
                 return None
             shape = [1] * x.dim()
             shape[axis] = -1
@@ -91,14 +91,20 @@ class _Plan:
             out.nan_to_num_(nan=low)
         return out.round_().mul_(scale)
 
+    def _channel_axis(self, x: torch.Tensor) -> int | None:
+        """The per-channel axis in ``x``, counted from 0; None where ``x`` has no such axis
+        or another number of channels than the plan's scales."""
+        axis = self.axis if self.axis >= 0 else self.axis + x.dim()
+        return axis if 0 <= axis < x.dim() and x.shape[axis] == self.inverse.numel() else None
+
     def _fused(self, x: torch.Tensor) -> torch.Tensor | None:
         """The same values in one pass of the fused kernel (probe/fused.py)."""
         out = torch.empty_like(x)
         if self.axis is None:
             fused.fake_quant(x, out, *self.numbers)
             return out
-        axis = self.axis if self.axis >= 0 else self.axis + x.dim()
-        if not 0 <= axis < x.dim() or x.shape[axis] != self.inverse.numel():
+        axis = self._channel_axis(x)
+        if axis is None:
             return None
         # a NaN in a weight: left to torch's kernel, as below
         return out if fused.fake_quant_channels(x, out, axis, self.inverse, self.scale,

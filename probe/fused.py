@@ -6,8 +6,8 @@ a pair without KL); a fake quant in one pass (probe/fast_quant.py takes four), a
 layer's own quantized output measured against the baseline without being stored. Sums
 are float64 in fixed lanes: the same on every machine.
 
-It is built at install (pyproject.toml ``ext-modules``, optional: a machine without a C
-compiler installs without it) and only ever read here; without it, or with ``ENABLED``
+It is built at install (setup.py, optional: a machine without a C compiler installs
+without it) and only ever read here; without it, or with ``ENABLED``
 off (the tests compare the two), probe/stats.py computes the same numbers with torch's
 own reductions (float32 sums, within a few units of 1e-7)."""
 
@@ -66,6 +66,7 @@ def fits(x: torch.Tensor) -> bool:
 def side(x: torch.Tensor) -> tuple[float, float, float, float]:
     """(min, max, sum, sum of squares) of a tensor ``fits`` takes (min and max NaN where
     a value is)."""
+    _same_size(x)
     out = (ctypes.c_double * 4)()
     _LIBRARY.qcd_side_f32(x.data_ptr(), x.numel(), out)
     return out[0], out[1], out[2], out[3]
@@ -124,5 +125,5 @@ def fake_quant_pair(base: torch.Tensor, x: torch.Tensor, inverse: float, scale: 
 def _same_size(*tensors: torch.Tensor) -> None:
     """The kernel reads and writes as many elements as the first holds: a shorter one
     would be read or written past its end."""
-    if any(t.numel() != tensors[0].numel() or not fits(t) for t in tensors[1:]):
+    if any(t.numel() != tensors[0].numel() or not fits(t) for t in tensors):
         raise ValueError("the fused kernel takes contiguous float32 CPU tensors of one size")

@@ -247,11 +247,12 @@ class OwnTap:
         source = plan.observer.get(node)
         if source is not None:              # a quantizer: its row's own output goes through it
             own = self.pending.pop(source, None)
-            if own is not None and not self._measure_quantized(source, module, own):
+            due = self._due(source) if isinstance(own, torch.Tensor) else None
+            if due is not None and not self._measure_quantized(source, due, module, own):
                 quantized = fake_quant(module, own)
                 if quantized is None:
                     quantized = _call(node, module, (own,), {})
-                self._measure(source, quantized if quantized is not None else own)
+                self._measure(source, quantized if quantized is not None else own, due)
             reported = self.base_of(node)
             self.shadow[node] = reported if reported is not None else value
             return
@@ -297,24 +298,22 @@ class OwnTap:
         side = self.sides(self.counterpart[key]) if self.sides is not None else None
         return key, base, qscale, side if side and side.get("sumsq") is not None else None
 
-    def _measure(self, node, own) -> None:
-        due = self._due(node)
+    def _measure(self, node, own, due=None) -> None:
+        """``due``: what ``_due(node)`` gave, when the caller asked already."""
+        due = due or self._due(node)
         if due is None or not isinstance(own, torch.Tensor):
             return
         key, base, qscale, side = due
         self._record(node, key, own_numbers(base, own.detach(), qscale, side))
 
-    def _measure_quantized(self, node, quantizer, own) -> bool:
-        """The own error of ``node``'s row from its output quantizer's input ``own``, the
-        quantized values never stored (the fused kernel, for a per-tensor quantizer
-        fast_quant mirrors); False where it cannot (the caller quantizes, then measures)."""
-        due = self._due(node)
-        if due is None:
-            return True                     # nothing to measure
+    def _measure_quantized(self, node, due, quantizer, own: torch.Tensor) -> bool:
+        """The own error of ``node``'s row (``due``: ``_due(node)``) from its output
+        quantizer's input ``own``, the quantized values never stored (the fused kernel,
+        for a per-tensor quantizer fast_quant mirrors); False where it cannot (the caller
+        quantizes, then measures)."""
         key, base, qscale, side = due
         plan = plan_of(quantizer)
-        if plan is None or plan.numbers is None or not isinstance(own, torch.Tensor) or \
-                own.shape != base.shape:
+        if plan is None or plan.numbers is None or own.shape != base.shape:
             return False
         # element by element: both sides flattened alike (a transposed one copied)
         base_flat, own_flat = flattened(base), flattened(own.detach())
