@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from timing import interleaved  # noqa: E402
 
-from qcdoctor.collectors.own_error import OWN_ERROR_FILE  # noqa: E402
+from qcdoctor.collectors.reading.own_error import OWN_ERROR_FILE  # noqa: E402
 from qcdoctor.probe import capture, compare_models, fused  # noqa: E402
 from tests.probe_nets import network, quantize  # noqa: E402
 

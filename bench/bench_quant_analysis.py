@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the fixture 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import spread  # noqa: E402
 
-from qcdoctor.collectors.compare_layers import load_compare, read_layers  # noqa: E402
+from qcdoctor.collectors.reading.compare_layers import load_compare, read_layers  # noqa: E402
 from tests.qa.writers import layer, write_compare  # noqa: E402
 
 

@@ -15,7 +15,7 @@ from qcdoctor.collectors.advisor import load_advisor
 from qcdoctor.collectors.badcase import spread_fact, worst_indices_from_pt, worst_indices_from_txt
 from qcdoctor.collectors.case_file import Case
 from qcdoctor.collectors.files import ArtifactRefused, CaseFiles, find_files, walk
-from qcdoctor.collectors.fx_graph import Graph, load_graph
+from qcdoctor.collectors.reading.fx_graph import Graph, load_graph
 from qcdoctor.collectors.model_check import check_model
 from qcdoctor.collectors.qa_files import (
     ADVISOR_NAMES,
@@ -38,7 +38,7 @@ from qcdoctor.collectors.reasons import (
 )
 from qcdoctor.collectors.statistic import load_statistic, weight_fact
 from qcdoctor.collectors.tables import TableRefused
-from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
+from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.fact_types import FACT_TYPES, STAGES
 from qcdoctor.source_locations import at, case_key
@@ -389,7 +389,7 @@ def _input_scales(folder: Path, rel: str, compare, crel: str, analysis_stage: st
                   facts: list[dict], files: CaseFiles) -> list[tuple[float, str, list[dict]]]:
     """The input QuantStub scales of the analysed model: its rows in compare_per_layer
     (qscale), else in analysis_model/statistic.txt (the output row's scale)."""
-    from qcdoctor.collectors.compare_layers import stub_scales
+    from qcdoctor.collectors.reading.compare_layers import stub_scales
     if analysis_stage not in _QAT_SCALED:
         return []
     if compare is not None:
@@ -415,7 +415,7 @@ def _is_quant_stub(op_type: str) -> bool:
 def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
                   input_scales: list | None = None) -> list[dict]:
     # numpy/pandas load only when a case has QuantAnalysis outputs
-    from qcdoctor.collectors.compare_layers import load_compare, read_layers, row_facts
+    from qcdoctor.collectors.reading.compare_layers import load_compare, read_layers, row_facts
     from qcdoctor.collectors.sensitivity import load_sensitivity, ranked, summarise
     from qcdoctor.collectors.series import layer_series, sensitivity_series
 
@@ -566,7 +566,7 @@ def _folder_graph(facts: list[dict], rel: str, found: dict, files: CaseFiles) ->
 
 def _own_errors(facts: list[dict], rel: str, found: dict, files: CaseFiles) -> dict | None:
     """layer_own_error.csv's rows by mod_name, where the probe measured them."""
-    from qcdoctor.collectors.own_error import OWN_ERROR_FILE, load_own_error
+    from qcdoctor.collectors.reading.own_error import OWN_ERROR_FILE, load_own_error
     if OWN_ERROR_FILE not in found:
         return None
     orel = f"{rel}/{OWN_ERROR_FILE}" if rel != "." else OWN_ERROR_FILE

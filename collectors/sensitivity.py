@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from qcdoctor.collectors.lut_ops import lut_op
+from qcdoctor.collectors.reading.lut_ops import lut_op
 from qcdoctor.collectors.pt_files import load_pt
 from qcdoctor.collectors.qa_files import SENSITIVITY_RE
 from qcdoctor.collectors.reasons import reason
 from qcdoctor.collectors.tables import simple_table
-from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
+from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 
 ASCENDING = {"cosine", "sqnr"}          # smaller is worse
 # Stages that compute in fixed point: convert replaced every fake quant by integer

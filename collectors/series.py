@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:       # numpy and pandas load only for cases with tables (see split_series)
     import numpy as np
 
-    from qcdoctor.collectors.compare_layers import LayerReading, LayerTable
+    from qcdoctor.collectors.reading.compare_layers import LayerReading, LayerTable
     from qcdoctor.collectors.sensitivity import SensitivityFile
 
 # fix_trials_series: a whole fix_trials.yaml (collectors/fix_trials.py), for the report's
@@ -67,7 +67,7 @@ def kept_positions(metrics: list[np.ndarray], gaps: np.ndarray, always: list[int
 def layer_series(layers: LayerTable, reading: LayerReading, analysis: str, source: str) -> dict:
     import numpy as np
 
-    from qcdoctor.collectors.compare_layers import numeric_column, texts
+    from qcdoctor.collectors.reading.compare_layers import numeric_column, texts
     frame = layers.frame
     values = {name: numeric_column(frame, column) for name, column in LAYER_VALUES.items()}
     no_metric = np.isnan(values["cosine"]) & np.isnan(values["atol"])

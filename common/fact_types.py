@@ -228,7 +228,7 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     "layer_table": {"analysis": _s(default=""), "rows": _i(0), "compared": _i(0),
                     "mismatch_rows": _i(0), "layout": _s("16", "23", "upper", "other"),
                     "partial": _b(), "abnormal": _b()},
-    # the per-layer reading (collectors/layer_graph.py, knowledge.md §17 R4.1): layer/row
+    # the per-layer reading (collectors/reading/layer_graph.py, knowledge.md §17 R4.1): layer/row
     # is the (first) source, or where accumulation starts (gradual); located: a source op
     # is named; fired: what made it one; drop: its Cosine step below the rows it reads
     # (input_cosine, inputs); qdiff: Atol at the row in quantization steps (qdiff_known),

@@ -32,7 +32,7 @@ from torch import nn
 
 from qcdoctor.atomic import existing_mode, put_in_place
 from qcdoctor.collector import collector_paused
-from qcdoctor.collectors.own_error import OWN_ERROR_FILE
+from qcdoctor.collectors.reading.own_error import OWN_ERROR_FILE
 from qcdoctor.collectors.qa_files import FIX_TRIALS, PROBE_MANIFEST, load_probe_manifest
 from qcdoctor.collectors.qa_writers import LAYOUTS, ROW_KEYS, write_sensitivity
 from qcdoctor.engine.api.interrupts import HeldInterrupts

@@ -12,7 +12,7 @@ def probe_html(result, lang: str | None = None) -> str:
     """A self-contained HTML fragment: a summary line, the error origin when the layer
     reading finds one, and the per-layer chart (SVG, no script, no network), with styles
     scoped to it (the reports' fonts; nothing wider than the notebook's output)."""
-    from qcdoctor.collectors.compare_layers import read_folder
+    from qcdoctor.collectors.reading.compare_layers import read_folder
     from qcdoctor.collectors.series import layer_series
     from qcdoctor.engine.reports.locale_language import chosen_language
     from qcdoctor.engine.reports.plots import layer_curve

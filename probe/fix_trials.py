@@ -68,8 +68,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from qcdoctor.collectors.compare_layers import read_folder
-from qcdoctor.collectors.thresholds import DEFAULT
+from qcdoctor.collectors.reading.compare_layers import read_folder
+from qcdoctor.collectors.reading.thresholds import DEFAULT
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.probe.quantizers import QParams, Quantizer, QuantizerAdapter
 from qcdoctor.probe.sensitivity import METRICS

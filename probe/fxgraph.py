@@ -1,5 +1,5 @@
 """fx_graph.txt of a GraphModule, in the layout prepare() writes and
-collectors/fx_graph.py reads: a ``Graph:`` line, then a fixed-width table ``opcode name
+collectors/reading/fx_graph.py reads: a ``Graph:`` line, then a fixed-width table ``opcode name
 target args kwargs`` under a dashed rule (column boundaries at the dashes); args name the
 producer nodes.
 

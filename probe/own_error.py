@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from qcdoctor.collectors.own_error import COLUMNS, OWN_ERROR_FILE  # as triage reads them
+from qcdoctor.collectors.reading.own_error import COLUMNS, OWN_ERROR_FILE  # as triage reads them
 from qcdoctor.probe import fused
 from qcdoctor.probe.fast_quant import fake_quant, plan_of  # the output quantizer, in place
 from qcdoctor.probe.layers import output_scale

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from qcdoctor.collectors.layer_graph import (
+from qcdoctor.collectors.reading.layer_graph import (
     consumers_of,
     downstream,
     graph_edges,
@@ -28,12 +28,12 @@ from qcdoctor.collectors.layer_graph import (
     read_graph,
     row_order_edges,
 )
-from qcdoctor.collectors.lut_ops import lut_op
-from qcdoctor.collectors.own_error import own_error_of
-from qcdoctor.collectors.quant_range import QRANGE, dtype_name, range_evidence, representable
+from qcdoctor.collectors.reading.lut_ops import lut_op
+from qcdoctor.collectors.reading.own_error import own_error_of
+from qcdoctor.collectors.reading.quant_range import QRANGE, dtype_name, range_evidence, representable
 from qcdoctor.collectors.reasons import reason
 from qcdoctor.collectors.tables import Table, read_psql_file, read_qa_csv
-from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
+from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 from qcdoctor.source_locations import at
 
 TEXT = ("mod_name", "base_op_type", "analy_op_type", "shape", "quant_dtype", "dtype", "advice")
@@ -161,7 +161,7 @@ def texts(frame: pd.DataFrame, column: str, rows: np.ndarray, repeated: bool = F
 
 def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT, graph=None,
                 own_rows: dict | None = None) -> LayerReading:
-    """The reading of one table: along ``graph`` (collectors.fx_graph.Graph) where its
+    """The reading of one table: along ``graph`` (collectors.reading.fx_graph.Graph) where its
     nodes carry the rows, else in row order; ``own_rows``: layer_own_error.csv's rows by
     mod_name, where the probe measured them (knowledge.md §17 R4.1-R4.3)."""
     frame = layers.frame
@@ -215,8 +215,8 @@ def read_folder(table_path: Path, limits: Thresholds = DEFAULT) -> tuple[LayerTa
                                                                           LayerReading]:
     """A probe folder's table read as triage reads it: along the fx_graph.txt beside it,
     with the layer_own_error.csv beside it (either one only where present)."""
-    from qcdoctor.collectors.fx_graph import load_graph
-    from qcdoctor.collectors.own_error import OWN_ERROR_FILE, load_own_error
+    from qcdoctor.collectors.reading.fx_graph import load_graph
+    from qcdoctor.collectors.reading.own_error import OWN_ERROR_FILE, load_own_error
     table_path = Path(table_path)
     layers = load_compare(table_path)
     graph_path, own_path = table_path.with_name("fx_graph.txt"), \

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
+from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 
 # ops that pick, sort or compare: integer or index outputs, no quantization fault
 _POSTPROCESS = re.compile(r"(?:^|[._])(?:topk|argmax|argmin|argsort|sort|nms|batched_nms|"
@@ -143,7 +143,7 @@ def _edges(inputs: list[tuple[int, ...]], by_graph: bool, unmapped: int = 0) -> 
 
 
 def graph_edges(graph, names: list[str]) -> Edges | None:
-    """The rows each row reads, from ``graph`` (collectors.fx_graph.Graph); None when too
+    """The rows each row reads, from ``graph`` (collectors.reading.fx_graph.Graph); None when too
     few rows are nodes of it to read the table as a graph (another model's graph)."""
     node_row: dict[str, int] = {}
     unmapped = 0

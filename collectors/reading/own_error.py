@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qcdoctor.collectors.layer_graph import OwnError
+from qcdoctor.collectors.reading.layer_graph import OwnError
 from qcdoctor.collectors.limits import TABLE_LINE_BYTES
 from qcdoctor.collectors.reasons import reason
 from qcdoctor.collectors.tables import check_columns, line_too_long

@@ -96,7 +96,7 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
     if full_checklist or is_deployment_problem(stage, report["conclusion"]["suspect"], facts):
         report["checklist"] = checklist_section(assembly.judged, lang)
     if any(f["type"] == "qa_folder" for f in facts):
-        from qcdoctor.collectors.thresholds import DEFAULT
+        from qcdoctor.collectors.reading.thresholds import DEFAULT
         report["thresholds"] = DEFAULT.as_dict()
     if not report["conclusion"]["evidence"]:
         report["conclusion"]["evidence"].append({"rule": "", "text": _FALLBACK[lang],

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qcdoctor.collectors.fx_graph import load_graph
-from qcdoctor.collectors.layer_graph import (
+from qcdoctor.collectors.reading.fx_graph import load_graph
+from qcdoctor.collectors.reading.layer_graph import (
     OwnError,
     graph_edges,
     postprocess_rows,
@@ -199,7 +199,7 @@ def test_a_pooled_vectors_small_own_error_beside_a_large_one_is_no_second_source
 
 
 def test_the_others_quantile_leaves_each_row_out():
-    from qcdoctor.collectors.layer_graph import quantile_without_each
+    from qcdoctor.collectors.reading.layer_graph import quantile_without_each
     rng = np.random.default_rng(1)
     for _ in range(200):
         values = rng.choice([0.0, 0.1, 0.5, 1.0, 3.0], size=rng.integers(2, 15))

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.collectors.compare_layers import load_compare, read_layers, row_facts
-from qcdoctor.collectors.layer_graph import median_without_each
-from qcdoctor.collectors.lut_ops import lut_op
-from qcdoctor.collectors.quant_range import QRANGE, dtype_name, range_evidence, representable
-from qcdoctor.collectors.thresholds import DEFAULT, Thresholds
+from qcdoctor.collectors.reading.compare_layers import load_compare, read_layers, row_facts
+from qcdoctor.collectors.reading.layer_graph import median_without_each
+from qcdoctor.collectors.reading.lut_ops import lut_op
+from qcdoctor.collectors.reading.quant_range import QRANGE, dtype_name, range_evidence, representable
+from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 from qcdoctor.engine.diagnosis.triage import triage_case
 from qcdoctor.fact_types import normalise
 from tests.qa.scenarios import case_yaml, gradual_rows

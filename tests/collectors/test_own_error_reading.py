@@ -8,7 +8,7 @@ import math
 import pytest
 
 from qcdoctor.collectors.limits import TABLE_COLUMNS, TABLE_LINE_BYTES
-from qcdoctor.collectors.own_error import load_own_error, own_error_of
+from qcdoctor.collectors.reading.own_error import load_own_error, own_error_of
 from qcdoctor.collectors.tables import TableRefused
 
 HEADER = "mod_name,own_cosine,own_atol,own_qsteps,weight_sqnr_db,weight_scheme,weight_channel_ratio\n"

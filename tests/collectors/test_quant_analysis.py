@@ -353,7 +353,7 @@ def test_atol_jump_is_counted_in_quantization_steps(tmp_path):
     about as many quantization steps, no jump; the same Atol at the sigmoid's qscale is
     100 steps, a jump. With Cosine in the clean band that is an outlier of a few elements
     (knowledge.md §16 R3.8), never a sharp cosine drop."""
-    from qcdoctor.collectors.compare_layers import load_compare, read_layers
+    from qcdoctor.collectors.reading.compare_layers import load_compare, read_layers
 
     def rows(wide: bool):
         return [layer("se.sigmoid", 0.9995, base=(0.0, 1.0), atol=0.02, qscale=0.0039),

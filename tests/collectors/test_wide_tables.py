@@ -18,7 +18,7 @@ import pytest
 
 from qcdoctor.collectors import limits, tables
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.collectors.compare_layers import TEXT, load_compare
+from qcdoctor.collectors.reading.compare_layers import TEXT, load_compare
 from qcdoctor.collectors.qa_writers import cell, compare_rows, psql
 from qcdoctor.collectors.sensitivity import load_sensitivity
 from qcdoctor.collectors.tables import psql_tables, read_psql_file, read_qa_csv, simple_table
@@ -132,7 +132,7 @@ def test_a_row_line_past_the_cap_is_refused_naming_its_line(tmp_path, fmt):
 PEAK = textwrap.dedent("""
     import json, resource, sys
     import pandas, numpy
-    from qcdoctor.collectors.compare_layers import load_compare
+    from qcdoctor.collectors.reading.compare_layers import load_compare
     from qcdoctor.errors import QcdoctorError
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:

@@ -17,7 +17,7 @@ from qcdoctor.collectors.sensitivity import (
     readings,
     tail_size,
 )
-from qcdoctor.collectors.thresholds import DEFAULT
+from qcdoctor.collectors.reading.thresholds import DEFAULT
 from qcdoctor.engine.diagnosis.triage import triage_case
 from qcdoctor.engine.reports.formats import render
 from qcdoctor.fact_types import STAGES

@@ -22,14 +22,14 @@ pytest.importorskip("pytorchcv")
 
 from torch import nn  # noqa: E402
 
-from qcdoctor.collectors.compare_layers import (  # noqa: E402  # noqa: E402
+from qcdoctor.collectors.reading.compare_layers import (  # noqa: E402  # noqa: E402
     numeric_column,
     quantization_steps,
     read_folder,
     row_facts,
 )
-from qcdoctor.collectors.fx_graph import load_graph  # noqa: E402
-from qcdoctor.collectors.layer_graph import graph_edges, read_graph  # noqa: E402
+from qcdoctor.collectors.reading.fx_graph import load_graph  # noqa: E402
+from qcdoctor.collectors.reading.layer_graph import graph_edges, read_graph  # noqa: E402
 from qcdoctor.probe import compare_models  # noqa: E402
 from tests.probe.test_probe_real_networks import built, example  # noqa: E402
 from tests.probe_nets import (  # noqa: E402

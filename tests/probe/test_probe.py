@@ -13,7 +13,7 @@ yaml = pytest.importorskip("yaml")
 from torch import nn  # noqa: E402
 
 from qcdoctor.collectors.case_file import load_case  # noqa: E402
-from qcdoctor.collectors.compare_layers import load_compare  # noqa: E402
+from qcdoctor.collectors.reading.compare_layers import load_compare  # noqa: E402
 from qcdoctor.collectors.sensitivity import load_sensitivity  # noqa: E402
 from qcdoctor.engine.diagnosis.triage import triage_case  # noqa: E402
 from qcdoctor.engine.reports.formats import render  # noqa: E402
@@ -443,7 +443,7 @@ def test_cli_probe_bad_input_is_one_clear_error(tmp_path, monkeypatch, capsys, a
 
 
 def test_shape_mismatch_is_a_row_without_metrics(tmp_path):
-    from qcdoctor.collectors.compare_layers import read_layers
+    from qcdoctor.collectors.reading.compare_layers import read_layers
     torch.manual_seed(0)
     base, analysis = nn.Sequential(nn.Linear(4, 8)), nn.Sequential(nn.Linear(4, 6))
     with pytest.warns(ProbeWarning, match="no layer-by-layer comparison"):

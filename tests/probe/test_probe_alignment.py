@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from qcdoctor.collectors.compare_layers import load_compare, read_layers  # noqa: E402
-from qcdoctor.collectors.fx_graph import load_graph  # noqa: E402
+from qcdoctor.collectors.reading.compare_layers import load_compare, read_layers  # noqa: E402
+from qcdoctor.collectors.reading.fx_graph import load_graph  # noqa: E402
 from qcdoctor.collectors.qa_files import load_probe_manifest  # noqa: E402
 from qcdoctor.probe import ProbeWarning, compare_models  # noqa: E402
 from tests.paths import REPO  # noqa: E402

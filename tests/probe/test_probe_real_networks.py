@@ -26,7 +26,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("pytorchcv")
 
-from qcdoctor.collectors.compare_layers import load_compare  # noqa: E402
+from qcdoctor.collectors.reading.compare_layers import load_compare  # noqa: E402
 from qcdoctor.probe import compare_models  # noqa: E402
 from tests.probe_nets import (  # noqa: E402
     LutSiLU,

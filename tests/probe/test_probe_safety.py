@@ -20,7 +20,7 @@ import yaml  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.ao.quantization import FakeQuantizeBase  # noqa: E402
 
-from qcdoctor.collectors.compare_layers import load_compare  # noqa: E402
+from qcdoctor.collectors.reading.compare_layers import load_compare  # noqa: E402
 from qcdoctor.engine.commands.cli import main  # noqa: E402
 from qcdoctor.errors import QcdoctorError  # noqa: E402
 from qcdoctor.probe import ProbeWarning, compare_models  # noqa: E402

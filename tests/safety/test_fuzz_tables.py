@@ -137,7 +137,7 @@ MODULE_NAMES = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp
 def test_probe_tables_keep_any_module_name(tmp_path_factory, names):
     torch = pytest.importorskip("torch")       # qcdoctor.probe imports it
     assert torch
-    from qcdoctor.collectors.compare_layers import load_compare
+    from qcdoctor.collectors.reading.compare_layers import load_compare
     from qcdoctor.probe.compare import _write_compare
     from tests.qa.writers import layer
     expected = [n.strip() for n in names]
