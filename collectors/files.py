@@ -149,12 +149,31 @@ class CaseFiles:
 
 
 def walk(folder: Path, max_depth: int | None = None):
-    """os.walk of a case folder that never follows symlinked folders out of it."""
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        depth = len(Path(root).relative_to(folder).parts)
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS
-                         and (max_depth is None or depth < max_depth))
-        yield Path(root), dirs, sorted(files)
+    """A case folder top-down, as os.walk lists it (sorted, never following a symlinked
+    folder out of it), without recursion: os.walk recurses once per level before Python
+    3.12, and a case with a thousand nested folders ended in a RecursionError."""
+    pending = [(Path(folder), 0)]
+    while pending:
+        root, depth = pending.pop()
+        dirs, files, links = [], [], set()
+        try:
+            with os.scandir(root) as entries:
+                for entry in entries:
+                    try:               # as os.walk: a link to a folder is listed as one
+                        is_dir = entry.is_dir()
+                        if is_dir and entry.is_symlink():
+                            links.add(entry.name)
+                    except OSError:
+                        is_dir = False
+                    (dirs if is_dir else files).append(entry.name)
+        except OSError:
+            continue                        # unreadable: os.walk skips it too
+        dirs = sorted(d for d in dirs if d not in _SKIP_DIRS
+                      and (max_depth is None or depth < max_depth))
+        yield root, dirs, sorted(files)
+        # the caller may prune dirs in place, as with os.walk; depth first, in name order,
+        # never into a symlinked folder
+        pending.extend((root / d, depth + 1) for d in reversed(dirs) if d not in links)
 
 
 def find_files(folder: Path, pattern: str) -> list[Path]:
