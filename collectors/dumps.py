@@ -64,10 +64,37 @@ class Dump:
                                         file=str(self.path))
                 yield self._dequantize(part, start)
 
+    @property
+    def lossless(self) -> bool:
+        """Whether every value reads as a float exactly (64-bit integers beyond 2**53 do
+        not): an "identical" verdict is then checked on the values as stored."""
+        dtype = self.array.dtype if self.array is not None else self.dtype
+        return self.scale is not None or not (dtype.kind in "iu" and dtype.itemsize == 8)
+
+    def stored_chunks(self, size: int = CHUNK) -> Iterator[np.ndarray]:
+        """The values as stored, chunk by chunk (no dequantization, no conversion)."""
+        if self.array is not None:
+            flat = self.array.reshape(-1)
+            for start in range(0, flat.size, size):
+                yield np.asarray(flat[start:start + size])
+            return
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            for start in range(0, self.count, size):
+                part = np.empty(min(size, self.count - start), dtype=self.dtype)
+                if handle.readinto(memoryview(part).cast("B")) != part.nbytes:
+                    raise QcdoctorError(reason("the file ended early (truncated?)"),
+                                        file=str(self.path))
+                yield part
+
     def _dequantize(self, part: np.ndarray, start: int) -> np.ndarray:
         if self.scale is None:
-            return part if part.dtype == np.float32 or part.dtype == np.float64 \
-                else part.astype(np.float32)
+            if part.dtype == np.float32 or part.dtype == np.float64:
+                return part
+            # float32 holds 16-bit integers and half floats exactly; wider integers go to
+            # float64, so two values one apart never read as the same number
+            exact = np.float32 if part.dtype.itemsize <= 2 else np.float64
+            return part.astype(exact)
         values = part.astype(np.float32) - np.float32(self.zero_point)
         if np.ndim(self.scale) == 0:
             return values * np.float32(self.scale)
@@ -197,10 +224,15 @@ def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False,
         if np_dtype.hasobject:
             raise QcdoctorError(reason("this .npy holds Python objects"), file=str(path),
                                 fix=reason("save plain numeric arrays"))
+        if not all(isinstance(d, int) and d >= 0 for d in npy_shape):
+            raise QcdoctorError(reason("the .npy header gives the shape {shape}: a size below "
+                                       "0", shape=list(npy_shape)), file=str(path),
+                                fix=reason("save the array again with numpy.save"))
+        np_dtype, npy_shape = _numeric(np_dtype, tuple(npy_shape), path)
         if fortran and len(npy_shape) > 1:
-            array = np.load(path, mmap_mode="r", allow_pickle=False)
+            array = _as_numbers(np.load(path, mmap_mode="r", allow_pickle=False), path)
         else:
-            count = int(np.prod(npy_shape))
+            count = math.prod(npy_shape)
             if path.stat().st_size < offset + count * np_dtype.itemsize:
                 raise QcdoctorError(reason("the .npy file is shorter than its header says "
                                            "(truncated?)"), file=str(path))
@@ -209,11 +241,9 @@ def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False,
     elif path.suffix == ".pt":
         data = load_pt(path, trust_pickles)
         if hasattr(data, "detach"):
-            if data.is_quantized:            # torch knows its own scales: compare dequantized
-                data = data.dequantize()
-            array = data.detach().cpu().numpy()
+            array = _tensor_numbers(data, path)
         elif isinstance(data, np.ndarray):
-            array = data
+            array = _as_numbers(data, path)
         else:
             raise QcdoctorError(reason("expected one tensor, found {kind}",
                                        kind=type(data).__name__), file=str(path),
@@ -225,7 +255,9 @@ def open_dump(path: Path, dtype: str | None = None, trust_pickles: bool = False,
         except TypeError:
             raise QcdoctorError(reason("unknown dtype {kind!r}", kind=kind),
                                 file=str(path)) from None
-        if np_dtype.kind not in "iuf":      # raw bytes are numbers: never objects, text, ...
+        if np_dtype.kind not in "iuf" or np_dtype.itemsize > 8:
+            # raw bytes are numbers: never objects, text, ... (nor long doubles, whose
+            # layout differs between machines)
             raise QcdoctorError(reason("unknown dtype {kind!r}", kind=kind), file=str(path),
                                 fix=reason("give the right dtype in a sidecar <file>.json"))
         if path.stat().st_size % np_dtype.itemsize:
@@ -275,7 +307,8 @@ def compare(a: Dump, b: Dump, decimals: int = 4,
                 x, y = np.where(bad, 0, x), np.where(bad, 0, y)
             # BLAS dot products per chunk (relative error ~1e-7), summed across chunks in float64
             sums = (np.dot(x, y), np.dot(x, x), np.dot(y, y))
-            diff = np.subtract(x, y, dtype=np.float32)
+            # in the wider of the two dtypes: float64 values one ulp apart stay apart
+            diff = np.subtract(x, y, dtype=np.result_type(x, y))
             np.abs(diff, out=diff)
             chunk_max = float(diff.max())
             if not (math.isfinite(chunk_max) and np.isfinite(sums).all()):
@@ -294,15 +327,78 @@ def compare(a: Dump, b: Dump, decimals: int = 4,
             if progress:
                 progress(done, a.size)
     n = max(a.size, 1)
+    identical = max_abs == 0.0 and nonfinite == 0
+    if identical and not (a.lossless and b.lossless):
+        identical = _equal_as_stored(a, b)
     cosine = 1.0 if na == 0 and nb == 0 else (dot / math.sqrt(na * nb) if na and nb else 0.0)
     cosine = max(-1.0, min(1.0, cosine))
     rel = max_abs / max_ref if max_ref else (0.0 if max_abs == 0 else math.inf)
     result.update(shape_mismatch=list(a.shape) != list(b.shape) and len(a.shape) > 0,
                   cosine=cosine, l1=l1 / n, max_abs=max_abs, rel=rel,
                   mismatch_ratio=mismatched / n, nonfinite=nonfinite,
-                  identical=max_abs == 0.0 and nonfinite == 0,
+                  identical=identical,
                   consistent=nonfinite == 0 and (mismatched == 0 or rel <= 1e-4))
     return result
+
+
+def _equal_as_stored(a: Dump, b: Dump) -> bool:
+    """Every element equal as stored (numpy compares 64-bit integers of either sign
+    exactly), for dumps whose float reading may round two values to one."""
+    for x, y in zip(a.stored_chunks(), b.stored_chunks(), strict=True):
+        if not np.array_equal(x, y):
+            return False
+    return True
+
+
+# dtypes read as the numbers they hold; anything else is refused by name
+_NUMBER_KINDS = "biuf"
+
+
+def _numeric(dtype: np.dtype, shape: tuple, path: Path) -> tuple[np.dtype, tuple]:
+    """The dtype a .npy's data is read as, and its shape: complex values as (real,
+    imaginary) pairs of floats, so both parts are compared, exactly."""
+    if dtype.kind == "c" and dtype.itemsize in (8, 16):
+        order = "=" if dtype.byteorder == "|" else dtype.byteorder
+        return np.dtype(f"{order}f{dtype.itemsize // 2}"), (*shape, 2)
+    if dtype.kind not in _NUMBER_KINDS or dtype.names or dtype.subdtype or dtype.itemsize > 8:
+        raise QcdoctorError(reason("this array holds {kind} values, not numbers that can be "
+                                   "compared", kind=dtype.name if not dtype.names else
+                                   "structured"), file=str(path),
+                            fix=reason("save plain numeric arrays (float, int or bool)"))
+    return dtype, shape
+
+
+def _as_numbers(array: np.ndarray, path: Path) -> np.ndarray:
+    dtype, _ = _numeric(array.dtype, array.shape, path)
+    if array.dtype.kind == "c":
+        return np.ascontiguousarray(array).view(dtype).reshape(*array.shape, 2)
+    return array
+
+
+def _tensor_numbers(tensor, path: Path) -> np.ndarray:
+    """A tensor's values as a numpy array, exactly: quantized ones dequantized (torch knows
+    their scales), sparse ones made dense, bfloat16 / float8 widened to float32 (which holds
+    every such value), complex ones as (real, imaginary) pairs; a nested tensor refused."""
+    import torch
+    if tensor.is_nested:
+        raise QcdoctorError(reason("this .pt holds a nested (jagged) tensor"), file=str(path),
+                            fix=reason("save each component as its own tensor"))
+    tensor = tensor.detach()
+    if tensor.layout != torch.strided:
+        tensor = tensor.to_dense()
+    if tensor.is_quantized:
+        tensor = tensor.dequantize()
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor.resolve_conj())
+    elif tensor.is_floating_point() and tensor.dtype not in (torch.float32, torch.float64):
+        tensor = tensor.to(torch.float32)
+    try:
+        return _as_numbers(tensor.cpu().numpy(), path)
+    except (TypeError, RuntimeError) as exc:
+        raise QcdoctorError(reason("cannot read this tensor's {dtype} values ({error})",
+                                   dtype=str(tensor.dtype).removeprefix("torch."),
+                                   error=str(exc).splitlines()[0][:120]), file=str(path),
+                            fix=reason("save it as float32")) from None
 
 
 def output_key(path: Path) -> str:
