@@ -44,6 +44,10 @@ def run(args, parser) -> int:
         raise QcdoctorError("not a folder", file=str(folder), fix="give the case folder")
     if args.answers:
         prompter, strict = ScriptedPrompter(Path(args.answers), folder=folder), True
+    elif not _readable(sys.stdin):
+        raise QcdoctorError("no answers to read: standard input is closed or not readable",
+                            fix="run it in a terminal, pipe the answers in, or give them with "
+                                "--answers FILE")
     elif sys.stdin.isatty() and sys.stdout.isatty() and \
             os.environ.get("TERM", "dumb") not in ("dumb", "unknown", ""):
         prompter, strict = TerminalPrompter(), False
@@ -62,6 +66,26 @@ def run(args, parser) -> int:
                                               lang=lang), file=sys.stderr)
         return 130
     return EXIT_OK
+
+
+def _readable(stream) -> bool:
+    """Whether answers can be read from ``stream``: not when descriptor 0 was closed (no
+    stream at all) or is open for writing only (``0>/dev/full``)."""
+    if stream is None:
+        return False
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):       # an in-memory stream (the Python API, tests)
+        return stream.readable()
+    try:
+        import fcntl
+    except ImportError:                 # no fcntl (Windows): a failed read says it later
+        return True
+    try:
+        mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+    except OSError:
+        return False
+    return mode in (os.O_RDONLY, os.O_RDWR)
 
 
 def _case_language(folder: Path, args) -> str | None:

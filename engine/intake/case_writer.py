@@ -97,8 +97,17 @@ class CaseDocument:
     def save(self) -> None:
         text = self.text()
         parse_case(text, self.path, self.folder)        # never write what would not load
-        self.folder.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(self.path, text)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(self.path, text)
+        except OSError as exc:
+            # a full disk, a file-size limit, a read-only folder: the earlier case.yaml is
+            # left as it was (the write is atomic), and the answers are shown, not lost
+            raise QcdoctorError(f"cannot save {CASE_FILE}: {exc.strerror or exc}",
+                                file=str(self.path),
+                                fix="free space or lift the limit (ulimit -f unlimited), then "
+                                    "run the intake again; the answers so far:\n" + text
+                                ) from None
 
 
 def _flow(value):

@@ -170,7 +170,10 @@ class LinePrompter:
         while True:
             self.stdout.write(prompt)
             self.stdout.flush()
-            line = self.stdin.readline()
+            try:
+                line = self.stdin.readline()
+            except OSError:                 # the input went away: as at its end
+                line = ""
             if not line:
                 return Reply("stop")
             text = line.strip()

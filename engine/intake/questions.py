@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from qcdoctor.catalogues import question_topics
+from qcdoctor.collectors import limits
 from qcdoctor.collectors.versions import VERSION_RE
 from qcdoctor.fact_types import STAGES
 from qcdoctor.text import render
@@ -20,6 +21,20 @@ STATUS_WORDS = {"normal": "normal", "ok": "normal", "正常": "normal", "abnorma
                 "bad": "abnormal", "异常": "abnormal", "unknown": "unknown", "未知": "unknown"}
 YES = {"y", "yes", "true", "是", "1", "能", "可以"}
 NO = {"n", "no", "false", "否", "0", "不能", "不可以"}
+
+
+def _check_text(text: str, zh: bool) -> None:
+    """An answer case.yaml can hold: text (a byte that is not UTF-8 arrives as a lone
+    surrogate), and no longer than a case.yaml value may be."""
+    if any("\ud800" <= c <= "\udfff" for c in text):
+        raise AnswerError("含有不是 UTF-8 文本的字节；请重新输入" if zh else
+                          "it holds bytes that are not UTF-8 text: type it again")
+    if len(text) > limits.TEXT_CHARS:
+        raise AnswerError(f"{len(text):,} 个字符，超过上限 {limits.TEXT_CHARS:,}；请写短一些，"
+                          "长文本作为文件放进案例目录" if zh else
+                          f"{len(text):,} characters, more than the {limits.TEXT_CHARS:,} a "
+                          "value may hold: shorten it (attach long text as a file in the case "
+                          "folder)")
 
 
 class AnswerError(ValueError):
@@ -66,6 +81,7 @@ class Question:
         """The value to store for a typed answer; raises AnswerError with the reason."""
         text = raw.strip()
         zh = lang == "zh"
+        _check_text(text, zh)
         if self.type == "text":
             if not text:
                 raise AnswerError("请输入内容" if zh else "an answer is needed")

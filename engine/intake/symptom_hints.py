@@ -13,6 +13,7 @@ preposition or a number.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -112,7 +113,8 @@ def _tokens(text: str) -> list[Token]:
         kind, raw = found.lastgroup, found.group()
         if kind == "number":
             value = float(raw.rstrip("%")) / (100 if raw.endswith("%") else 1)
-            out.append(Token(kind, raw, value))
+            # hundreds of digits overflow to inf, which no stage question takes: no value
+            out.append(Token(kind, raw, value) if math.isfinite(value) else Token("word", raw))
         elif kind == "word" and raw.lower() in _CLAUSE_WORDS or kind == "cjk" and raw in _CLAUSE_WORDS:
             out.append(Token("sep", raw.lower()))
         else:

@@ -61,6 +61,16 @@ def _start_method() -> str:
     return "fork" if hasattr(os, "fork") else "spawn"
 
 
+def _worker_log() -> tuple[int, str]:
+    """(descriptor, path) of the file the worker's stderr goes to. Where no temporary
+    folder takes a file (a full disk, ``ulimit -f 0``), the null device: the rules still
+    run, only a dying worker's last words are not kept."""
+    try:
+        return tempfile.mkstemp(prefix="qcdoctor-engine-", suffix=".log")
+    except OSError:
+        return os.open(os.devnull, os.O_RDWR), os.devnull
+
+
 def _serve(conn, catalogue: dict, programs: dict, log: str | int) -> None:
     """Worker loop: (program, facts, derive) in; ("ok", hits, matches, wear, growth MB),
     ("invalid", text) or ("error", text) out (wear: the share of its limits used)."""
@@ -193,7 +203,7 @@ class _Worker:
         try:
             if isinstance(self.log, int):
                 os.close(self.log)
-            else:
+            elif self.log != os.devnull:
                 os.unlink(self.log)
         except OSError:
             pass
@@ -295,10 +305,11 @@ class EngineProcess:
         return self._worker
 
     def _spawn(self) -> _Worker:
-        handle, path = tempfile.mkstemp(prefix="qcdoctor-engine-", suffix=".log")
+        handle, path = _worker_log()
         if self._method == "fork":
             # unlinked at once: nothing is left behind however either process ends
-            os.unlink(path)
+            if path != os.devnull:
+                os.unlink(path)
             log = handle
             # it lives long: it keeps none of the caller's descriptors but its log
             process = ForkedProcess(_serve, (dict(self._catalogue), dict(self._programs), log),
