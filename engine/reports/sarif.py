@@ -156,10 +156,23 @@ def sarif_log(report: dict, audit: bool = False, fail_on: str | None = None) -> 
         run["invocations"] = [{"executionSuccessful": True,
                                "exitCode": EXIT_FINDINGS if failed else EXIT_OK}]
         run["properties"].update({"failOn": fail_on, "failed": failed})
-    folder = Path(report["case"]["path"])
-    if folder.is_dir():
-        run["originalUriBaseIds"] = {CASE_ROOT: {"uri": folder.resolve().as_uri() + "/"}}
+    folder = _case_folder(report["case"]["path"])
+    if folder is not None:
+        run["originalUriBaseIds"] = {CASE_ROOT: {"uri": folder.as_uri() + "/"}}
     return visible_data({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]})
+
+
+def _case_folder(path: str) -> Path | None:
+    """The case folder as an absolute path, when the report's path names one here. A report
+    read back (``Report.from_dict``) may carry any path: one the system cannot even look up
+    (too long, a NUL byte) names no folder, and the run has no base URI."""
+    if not path:                # "" would name the working folder
+        return None
+    try:
+        folder = Path(path)
+        return folder.resolve() if folder.is_dir() else None
+    except (OSError, ValueError):
+        return None
 
 
 def _location(file: str, line: int | None) -> dict:
