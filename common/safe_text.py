@@ -64,3 +64,34 @@ def json_text(text: str) -> str:
     controls and lone surrogates written as ``\\uXXXX`` escapes: the same data, shown
     harmlessly. Outside strings JSON text is ASCII, so every match is inside one."""
     return _JSON_ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+# the encoding error handler of a stdout that cannot hold every character (an ASCII
+# locale): stdout carries JSON (--format json, jsonl, sarif), so its escapes are JSON's
+JSON_ESCAPES = "qcdoctor.json_escape"
+
+
+def _json_escape(error: UnicodeEncodeError) -> tuple[str, int]:
+    """What the encoding cannot hold as JSON's escapes: ``\\u00e9``, and a character
+    beyond the BMP as its surrogate pair (``\\ud83d\\ude80``), never Python's
+    ``\\U0001f680`` or ``\\xe9``, which no JSON reader takes. Text shows them as escapes
+    all the same."""
+    out = []
+    for char in error.object[error.start:error.end]:
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out), error.end
+
+
+def json_escapes() -> str:
+    """The name of the JSON-escaping error handler, registered on first use."""
+    import codecs
+    try:
+        codecs.lookup_error(JSON_ESCAPES)
+    except LookupError:
+        codecs.register_error(JSON_ESCAPES, _json_escape)
+    return JSON_ESCAPES

@@ -30,6 +30,7 @@ from qcdoctor.engine.commands import (
     triage,
 )
 from qcdoctor.errors import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, QcdoctorError
+from qcdoctor.safe_text import JSON_ESCAPES, json_escapes
 
 # command -> its module, in the order --help lists them
 COMMANDS = {"triage": triage, "intake": intake, "audit": audit, "compare": compare,
@@ -303,7 +304,8 @@ class _Unfailing(_StandIn):
 
 
 # error handlers that never fail, whatever the text and the encoding
-_NEVER_FAILING = ("backslashreplace", "replace", "xmlcharrefreplace", "namereplace", "ignore")
+_NEVER_FAILING = ("backslashreplace", "replace", "xmlcharrefreplace", "namereplace", "ignore",
+                  JSON_ESCAPES)
 
 
 def _tolerant_streams() -> None:
@@ -324,6 +326,10 @@ def _tolerant_streams() -> None:
             utf = False
         if errors == "strict" or not utf:       # surrogateescape fails on a ✓ in ASCII
             try:
-                reconfigure(errors="backslashreplace")
+                # stdout carries JSON (--format json, jsonl, sarif): its escapes are JSON's
+                reconfigure(errors=json_escapes() if stream is sys.stdout
+                            else "backslashreplace")
             except (ValueError, OSError):       # a closed or detached stream
                 pass
+
+
