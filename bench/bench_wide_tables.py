@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import interleaved  # noqa: E402
 
 from qcdoctor.collectors import limits  # noqa: E402
-from qcdoctor.collectors.reading.compare_layers import load_compare  # noqa: E402
 from qcdoctor.collectors.qa_writers import cell, compare_rows, psql  # noqa: E402
+from qcdoctor.collectors.reading.compare_layers import load_compare  # noqa: E402
 from qcdoctor.errors import QcdoctorError  # noqa: E402
 from tests.qa.writers import layer  # noqa: E402
 

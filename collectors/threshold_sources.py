@@ -22,8 +22,8 @@ from pathlib import Path
 
 from qcdoctor.collectors import limits
 from qcdoctor.collectors.bounded_data import DataRefused, load_toml
-from qcdoctor.collectors.reasons import Reason, artifact_problem, reason, with_fix, zh
 from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
+from qcdoctor.collectors.reasons import Reason, artifact_problem, reason, with_fix, zh
 from qcdoctor.errors import QcdoctorError
 
 # (minimum, maximum) of each threshold; top_n is a count

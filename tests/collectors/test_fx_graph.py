@@ -8,8 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qcdoctor.collectors.reading.calls import graph_edges
 from qcdoctor.collectors.reading.fx_graph import Graph, load_graph
-from qcdoctor.collectors.reading.layer_graph import graph_edges, read_graph
+from qcdoctor.collectors.reading.layer_graph import read_graph
 from tests.qa.writers import write_fx_graph
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from qcdoctor.collectors.case_file import load_case
+from qcdoctor.collectors.reading.thresholds import DEFAULT
 from qcdoctor.collectors.sensitivity import (
     FIXED_POINT_STAGES,
     SensitivityRow,
@@ -17,7 +18,6 @@ from qcdoctor.collectors.sensitivity import (
     readings,
     tail_size,
 )
-from qcdoctor.collectors.reading.thresholds import DEFAULT
 from qcdoctor.engine.diagnosis.triage import triage_case
 from qcdoctor.engine.reports.formats import render
 from qcdoctor.fact_types import STAGES
