@@ -19,7 +19,7 @@ from itertools import accumulate
 from qcdoctor.collectors import limits
 from qcdoctor.collectors.reasons import Reason, reason
 
-MAX_DIGITS = 308                # an integer longer than this is no float (1.8e308 at most)
+MAX_DIGITS = limits.NUMBER_DIGITS   # an integer longer than this is no float (1.8e308 at most)
 
 # a JSON string, escapes included (an unterminated one is left to the parser's message)
 _JSON_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')

@@ -12,6 +12,7 @@ YAML_DEPTH = 32                 # nesting levels of lists and mappings in a YAML
 YAML_NODES = 100_000            # values in a YAML document, aliases expanded ("billion laughs")
 LIST_ITEMS = 1_000              # items in one YAML list
 TEXT_CHARS = 10_000             # characters in one YAML value
+NUMBER_DIGITS = 308             # digits of one integer in YAML or JSON (no float holds more)
 SCRIPT_FOLLOWED_CALLS = 10_000  # calls of a compile script's own functions that are followed
 SCRIPT_LIST_ITEMS = 100_000     # items of a list constant in a compile script ([0.0] * n)
 # QuantAnalysis and profiler tables (compare_per_layer, sensitivity, statistic, fx_graph...):

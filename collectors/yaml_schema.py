@@ -317,6 +317,9 @@ def _scalar_refused(node) -> tuple[str, object, str] | None:
         return (f"a value of {len(node.value):,} characters "
                 f"(limit: {limits.TEXT_CHARS:,} per value)", node.start_mark,
                 "shorten it; attach long text as a file in the case folder")
+    if node.tag == _INT_TAG and len(node.value) > limits.NUMBER_DIGITS:
+        return (f"a number of {len(node.value):,} digits (limit: {limits.NUMBER_DIGITS} "
+                "digits)", node.start_mark, "write the number the tool printed")
     if _SURROGATE.search(node.value):
         return ("a value holds an escaped lone surrogate (such as \\ud800), which is not "
                 "text", node.start_mark,

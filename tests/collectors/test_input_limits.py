@@ -48,6 +48,9 @@ def _refused(text: str) -> QcdoctorError:
     (HEAD + "title: " + "x" * (limits.TEXT_CHARS + 1) + "\n", 2,
      f"limit: {limits.TEXT_CHARS:,} per value"),
     (HEAD + 'title: "bad \\ud800 text"\n', 2, "lone surrogate"),
+    # past Python's 4,300 digits int() refuses with advice meant for programmers
+    (HEAD + "stages:\n  qat: {metric: mAP, value: " + "7" * 5000 + "}\n", 3,
+     f"a number of 5,000 digits (limit: {limits.NUMBER_DIGITS} digits)"),
     (HEAD + "title: a\x1fb\n", 2, "U+001F is not allowed"),
     (LAUGHS, None, f"more than {limits.YAML_NODES:,} values, aliases expanded"),
     (HEAD + "symptom: |\n" + "  line\n" * 300_000, None,
