@@ -161,7 +161,8 @@ def main(argv=None) -> int:
     # without the kernel (no C compiler at install) the probe falls back to torch's
     # reductions: a different, slower probe, so the output says which one was measured
     print("fused kernel: " + ("built" if fused.available() else
-                              "NOT built (torch's reductions measured)"), flush=True)
+                              f"NOT used: {fused.why_not()} (torch's reductions measured)"),
+          flush=True)
     archs = args.only.split(",") if args.only else ARCHS
     found = {arch: measure(arch, args.size, args.runs, args.seconds) for arch in archs}
     ratios = {arch: numbers[0] for arch, numbers in found.items()}

@@ -6,31 +6,43 @@ a pair without KL); a fake quant in one pass (probe/fast_quant.py takes four), a
 layer's own quantized output measured against the baseline without being stored. Sums
 are float64 in fixed lanes: the same on every machine.
 
-It is built at install (setup.py, optional: a machine without a C compiler installs
-without it) and only ever read here; without it, or with ``ENABLED``
+It is built at install as a plain shared library (setup.py, optional: a machine without
+a C compiler installs without it), loaded here only where its version number is the one
+these signatures were written for; without it, or with ``ENABLED``
 off (the tests compare the two), probe/stats.py computes the same numbers with torch's
 own reductions (float32 sums, within a few units of 1e-7)."""
 
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import math
+from pathlib import Path
 
 import torch
 
 # off: torch's reductions only
 ENABLED = True
 
-_MODULE = "qcdoctor.probe._fused_stats"
+KERNEL_FILE = "libqcdfused.so.1"        # setup.py builds it under this name
+# the number fused_stats.c's qcd_fused_version holds for the signatures below: a library
+# built from another version of the source is never called with these arguments
+KERNEL_VERSION = 2
 
 
-def _load():
+def _load(path: Path | None = None):
+    """(the library, '') or (None, why it is not used)."""
+    path = path or Path(__file__).with_name(KERNEL_FILE)
+    if not path.is_file():
+        return None, "not built (no C compiler at install, or fast-math compiler flags)"
     try:
-        spec = importlib.util.find_spec(_MODULE)
-        if spec is None or not spec.origin:
-            return None
-        library = ctypes.CDLL(spec.origin)
+        library = ctypes.CDLL(str(path))
+        version = ctypes.c_int32.in_dll(library, "qcd_fused_version").value
+    except (OSError, ValueError) as exc:
+        return None, f"not loadable here ({str(exc).splitlines()[0][:120]})"
+    if version != KERNEL_VERSION:
+        return None, (f"built from another version of qcdoctor (kernel {version}, this one "
+                      f"needs {KERNEL_VERSION}): reinstall qcdoctor")
+    try:
         pointer, count = ctypes.c_void_p, ctypes.c_int64
         library.qcd_side_f32.argtypes = [pointer, count, pointer]
         library.qcd_side_f32.restype = None
@@ -45,16 +57,23 @@ def _load():
         library.qcd_fake_quant_pair_f32.argtypes = [pointer, pointer, count] + \
             [number] * 4 + [pointer]
         library.qcd_fake_quant_pair_f32.restype = None
-        return library
-    except (OSError, AttributeError, ImportError, ValueError):
-        return None                     # not built, or not loadable here: torch does it
+    except AttributeError as exc:       # a function missing: not this kernel
+        return None, f"incomplete ({exc})"
+    return library, ""
 
 
-_LIBRARY = _load()
+_LIBRARY, _WHY_NOT = _load()
 
 
 def available() -> bool:
     return _LIBRARY is not None
+
+
+def why_not() -> str:
+    """Why the kernel is not used ('' where it is): probe_run.yaml and the bench say it."""
+    if _LIBRARY is None:
+        return _WHY_NOT
+    return "" if ENABLED else "switched off"
 
 
 def fits(x: torch.Tensor) -> bool:
@@ -78,6 +97,7 @@ def pair(base: torch.Tensor, analy: torch.Tensor,
     sum of |diff|, max |diff| (NaN where one is), the largest finite |diff| / |base|, 0
     where there is none). All three tensors as ``fits`` takes them, of one size."""
     _same_size(base, analy, diff)
+    _apart([diff], [base, analy])
     out = (ctypes.c_double * 4)()
     _LIBRARY.qcd_pair_f32(base.data_ptr(), analy.data_ptr(), diff.data_ptr(), base.numel(),
                           out)
@@ -90,6 +110,7 @@ def fake_quant(x: torch.Tensor, out: torch.Tensor, inverse: float, scale: float,
     even, a NaN made ``low`` (torch's per-tensor kernel; probe/fast_quant.py). Both as
     ``fits`` takes them, of one size."""
     _same_size(x, out)
+    _apart([out], [x])
     _LIBRARY.qcd_fake_quant_f32(x.data_ptr(), out.data_ptr(), x.numel(), inverse, scale,
                                 low, high)
 
@@ -100,9 +121,14 @@ def fake_quant_channels(x: torch.Tensor, out: torch.Tensor, axis: int, inverse: 
     of one per channel); False where ``x`` holds a NaN (``out`` is then not to be used)."""
     _same_size(x, out)
     shape = x.shape
-    if not all(t.numel() == shape[axis] and t.dtype is torch.float32 and t.is_contiguous()
-               for t in (inverse, scale, low, high)):
-        raise ValueError("one float32 number a channel is needed for each of the four")
+    if not -len(shape) <= axis < len(shape):
+        raise ValueError(f"axis {axis} is not one of the {len(shape)} axes")
+    axis %= len(shape)                 # a negative axis counts from the end
+    numbers = (inverse, scale, low, high)
+    if not all(t.numel() == shape[axis] and fits(t) for t in numbers):
+        raise ValueError("one float32 number a channel, in contiguous CPU tensors, is needed "
+                         "for each of the four")
+    _apart([out], [x, *numbers])
     outer = math.prod(shape[:axis])
     inner = math.prod(shape[axis + 1:])
     nan = _LIBRARY.qcd_fake_quant_channels_f32(
@@ -120,6 +146,23 @@ def fake_quant_pair(base: torch.Tensor, x: torch.Tensor, inverse: float, scale: 
     _LIBRARY.qcd_fake_quant_pair_f32(base.data_ptr(), x.data_ptr(), x.numel(), inverse,
                                      scale, low, high, out)
     return out[0], out[1], out[2]
+
+
+def _apart(written: list[torch.Tensor], read: list[torch.Tensor]) -> None:
+    """The kernel's pointers are ``restrict``: a tensor it writes must share no byte with
+    any other it reads or writes (an in-place call included), else its result is
+    undefined."""
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        start = t.data_ptr()
+        return start, start + t.numel() * t.element_size()
+
+    for i, out in enumerate(written):
+        low, high = span(out)
+        for other in [*written[:i], *written[i + 1:], *read]:
+            other_low, other_high = span(other)
+            if low < other_high and other_low < high:
+                raise ValueError("the fused kernel writes a tensor that shares memory with "
+                                 "one it reads: give it a tensor of its own")
 
 
 def _same_size(*tensors: torch.Tensor) -> None:

@@ -4,11 +4,23 @@
  * Sums are kept in float64, in LANES fixed lanes added up in a fixed order at the end:
  * the same result on every machine, vector width and thread count (no reassociation:
  * built with -ffp-contract=off, never -ffast-math). Extremes follow torch: a NaN anywhere
- * makes min and max NaN. Loaded by probe/fused.py through ctypes (no Python API here). */
+ * makes min and max NaN. Loaded by probe/fused.py through ctypes: a plain shared library,
+ * no Python module and no Python API (setup.py builds it). */
 
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+
+/* -ffast-math (or -Ofast, or -ffinite-math-only) arriving through CFLAGS would fold away
+ * the NaN tests (t != t) and reassociate the sums: no kernel rather than a wrong one (the
+ * install goes on without it; torch computes the same numbers) */
+#if defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
+#error "the probe's kernel must not be built with -ffast-math, -Ofast or -ffinite-math-only"
+#endif
+
+/* the functions' signatures and meaning: probe/fused.py loads a library only when it
+ * reads the number it was written for (a stale build is never called) */
+__attribute__((visibility("default"))) const int32_t qcd_fused_version = 2;
 
 #define LANES 8
 
