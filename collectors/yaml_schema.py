@@ -317,9 +317,6 @@ def _scalar_refused(node) -> tuple[str, object, str] | None:
         return (f"a value of {len(node.value):,} characters "
                 f"(limit: {limits.TEXT_CHARS:,} per value)", node.start_mark,
                 "shorten it; attach long text as a file in the case folder")
-    if node.tag == _INT_TAG and len(node.value) > limits.NUMBER_DIGITS:
-        return (f"a number of {len(node.value):,} digits (limit: {limits.NUMBER_DIGITS} "
-                "digits)", node.start_mark, "write the number the tool printed")
     if _SURROGATE.search(node.value):
         return ("a value holds an escaped lone surrogate (such as \\ud800), which is not "
                 "text", node.start_mark,
@@ -332,12 +329,27 @@ def _placed_elsewhere(node) -> bool:
     return isinstance(node, yaml.ScalarNode) and not node.value and not node.style
 
 
+def _bounded_int(constructor, node):
+    """An integer of at most NUMBER_DIGITS digits: past 4,300 Python's int() refuses with
+    advice meant for programmers (sys.set_int_max_str_digits), and no float holds one past
+    308. Plain values only (``load_plain``): a reader with its own constructor (fix_trials)
+    names the key itself."""
+    digits = sum(c.isdigit() for c in node.value)
+    if digits > limits.NUMBER_DIGITS:
+        raise _Refused(f"a number of {digits:,} digits (limit: {limits.NUMBER_DIGITS} digits)",
+                       node.start_mark, "write the number the tool printed")
+    return yaml.constructor.SafeConstructor.construct_yaml_int(constructor, node)
+
+
 class BoundedLoader(_Limits, yaml.SafeLoader):
     """PyYAML's pure-Python safe loader with the limits: the reference for every message."""
 
     def __init__(self, stream):
         super().__init__(stream)            # checks the characters first
         self._start_counting()
+
+
+BoundedLoader.add_constructor(_INT_TAG, _bounded_int)
 
 
 def _fast_loader():
@@ -377,6 +389,8 @@ def _fast_loader():
             if node is not None:
                 _check_composed(node)
             return node
+    for loader in (FastBoundedLoader, ComposedInC):
+        loader.add_constructor(_INT_TAG, _bounded_int)
     return FastBoundedLoader, ComposedInC
 
 

@@ -48,9 +48,6 @@ def _refused(text: str) -> QcdoctorError:
     (HEAD + "title: " + "x" * (limits.TEXT_CHARS + 1) + "\n", 2,
      f"limit: {limits.TEXT_CHARS:,} per value"),
     (HEAD + 'title: "bad \\ud800 text"\n', 2, "lone surrogate"),
-    # past Python's 4,300 digits int() refuses with advice meant for programmers
-    (HEAD + "stages:\n  qat: {metric: mAP, value: " + "7" * 5000 + "}\n", 3,
-     f"a number of 5,000 digits (limit: {limits.NUMBER_DIGITS} digits)"),
     (HEAD + "title: a\x1fb\n", 2, "U+001F is not allowed"),
     (LAUGHS, None, f"more than {limits.YAML_NODES:,} values, aliases expanded"),
     (HEAD + "symptom: |\n" + "  line\n" * 300_000, None,
@@ -164,3 +161,15 @@ def test_undecodable_folder_names_never_break_the_output(tmp_path):
         assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
         shown = done.stdout if not extra else out.read_bytes()
         assert b"case_\\udcff" in shown                 # escaped, not a crash
+
+
+def test_a_plain_yaml_integer_past_the_digit_limit_is_refused_with_its_line():
+    """Past Python's 4,300 digits int() refuses with advice meant for programmers
+    (probe_run.yaml, answers files and configs are read as plain YAML)."""
+    from qcdoctor.collectors.yaml_schema import load_plain
+    with pytest.raises(QcdoctorError) as refused:
+        load_plain("origin: probe\nlayers: " + "7" * 5000 + "\n", "probe_run.yaml")
+    assert refused.value.line == 2
+    assert f"a number of 5,000 digits (limit: {limits.NUMBER_DIGITS} digits)" in \
+        refused.value.render()
+    assert load_plain("layers: " + "7" * limits.NUMBER_DIGITS + "\n", "x")["layers"] > 0
