@@ -189,6 +189,13 @@ class Layer:
     tokens: tuple[str, ...] | None = None  # fusion tokens (see fusion_tokens)
     kind: str = ""                         # function ops: the op (add, cat ...); "" else
     is_input: bool = False
+    weight_quantizer: nn.Module | None = None   # the layer's weight fake quant, if any
+
+
+def weight_quantizer(module: nn.Module) -> nn.Module | None:
+    """A layer's weight fake quant (``weight_fake_quant``, whatever class it is)."""
+    child = getattr(module, "weight_fake_quant", None)
+    return child if isinstance(child, nn.Module) else None
 
 
 def eager_quantizer(module: nn.Module) -> nn.Module | None:
@@ -400,7 +407,7 @@ def _node_layer(node, modules: dict, tensorish: dict, counts: dict,
         if module is None:
             return None
         return Layer(str(node.target), class_path(module), tokens=fusion_tokens(module),
-                     kind=identity_kind(module))
+                     kind=identity_kind(module), weight_quantizer=weight_quantizer(module))
     if node.op == "get_attr":
         return Layer(str(node.target), "torch.Tensor")
     if node.op not in ("call_function", "call_method") or not tensorish.get(node):

@@ -24,7 +24,7 @@ def _own_rows(folder):
 
 def _without_shortcuts(monkeypatch):
     monkeypatch.setattr(own_error, "fake_quant", lambda quantizer, x: None)
-    monkeypatch.setattr(own_error._WeightMemo, "replay", lambda self, module, call: call())
+    monkeypatch.setattr(own_error.WeightMemo, "replay", lambda self, module, call: call())
     monkeypatch.setattr(fast_quant, "ENABLED", False)
 
 

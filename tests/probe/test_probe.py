@@ -98,8 +98,8 @@ def test_round_trip_through_our_readers(tmp_path):
     base, qat = models()
     result = compare_models(base, qat, EXAMPLE, tmp_path / "probe", sensitivity=False)
     names = [r["mod_name"] for r in result.rows]
-    # execution order; the shared linear twice under one name, each call matched in turn
-    assert names == ["conv", "relu", "pool", "fc", "mul", "fc"]
+    # execution order; the shared linear's second call named as the profiler names it
+    assert names == ["conv", "relu", "pool", "fc", "mul", "fc(1)"]
     assert result.rows[0]["analy_op_type"] == "torch.ao.nn.qat.modules.conv.Conv2d"
     assert result.rows[0]["quant_dtype"] == "quint8" and result.rows[0]["qscale"] > 0
     csv_text = (tmp_path / "probe" / "compare_per_layer_out.csv").read_text(encoding="utf-8")
@@ -129,7 +129,7 @@ def test_unmatched_layers_are_reported(tmp_path):
     qat.conv = nn.Sequential(qat.conv)                 # renamed: conv.0
     result = compare_models(base, qat, EXAMPLE, tmp_path / "p", sensitivity=False)
     assert "conv.0" in result.analysis_only and "conv" in result.baseline_only
-    assert [r["mod_name"] for r in result.rows] == ["relu", "pool", "fc", "mul", "fc"]
+    assert [r["mod_name"] for r in result.rows] == ["relu", "pool", "fc", "mul", "fc(1)"]
     manifest = (tmp_path / "p" / "probe_run.yaml").read_text(encoding="utf-8")
     assert "conv.0" in manifest and "origin: probe" in manifest
 
@@ -221,6 +221,7 @@ def test_a_second_run_replaces_the_first(tmp_path):
     names = sorted(p.name for p in out.iterdir())
     # exactly the second run's files, each listed in its manifest (the first run's gone)
     assert names == ["compare_per_layer_out.csv", "compare_per_layer_out.txt",
+                     "layer_calls.csv", "layer_own_error.csv",
                      "output_c_Cosine_sensitive_ops.pt", "output_c_Cosine_sensitive_ops.txt",
                      "output_d_Cosine_sensitive_ops.pt", "output_d_Cosine_sensitive_ops.txt",
                      "probe_run.yaml"]

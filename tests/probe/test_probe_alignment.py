@@ -17,9 +17,9 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
+from qcdoctor.collectors.qa_files import load_probe_manifest  # noqa: E402
 from qcdoctor.collectors.reading.compare_layers import load_compare, read_layers  # noqa: E402
 from qcdoctor.collectors.reading.fx_graph import load_graph  # noqa: E402
-from qcdoctor.collectors.qa_files import load_probe_manifest  # noqa: E402
 from qcdoctor.probe import ProbeWarning, compare_models  # noqa: E402
 from tests.paths import REPO  # noqa: E402
 from tests.probe_nets import (  # noqa: E402
@@ -265,7 +265,8 @@ def test_the_graph_is_written_for_the_graph_aware_reading(tmp_path, models):
     float_model, _, qat = models
     result, _ = probe(tmp_path, float_model, qat)
     path = tmp_path / "p" / "fx_graph.txt"
-    assert path in result.files and manifest(tmp_path)["graph"] == "fx_graph.txt"
+    # the data flow is layer_calls.csv's; fx_graph.txt is still written for a traced model
+    assert path in result.files and manifest(tmp_path)["graph"] == "layer_calls.csv"
     assert "fx_graph.txt" in manifest(tmp_path)["files"]
     graph, _ = load_graph(path)
     assert graph.node_for_layer("block.conv1") == "block_conv1"
@@ -277,10 +278,10 @@ def test_the_graph_is_written_for_the_graph_aware_reading(tmp_path, models):
                                                          "kwargs", "mod_name"]
     add = next(line for line in lines if line.startswith("call_function") and " add " in line)
     assert add.rstrip().endswith("block.add")             # the row that node reports as
-    # no traced model on either side: no graph
+    # no traced model on either side: no fx_graph.txt, the data flow in layer_calls.csv
     eager, _ = probe(tmp_path, float_model, copy.deepcopy(float_model), name="eager")
     assert not (tmp_path / "eager" / "fx_graph.txt").exists()
-    assert manifest(tmp_path, "eager")["graph"] is None
+    assert manifest(tmp_path, "eager")["graph"] == "layer_calls.csv"
 
 
 def test_tables_hold_no_none_or_class_text(tmp_path, models):
@@ -348,11 +349,11 @@ def test_rows_measured_on_the_worker_thread_equal_the_rows_measured_inline(
         tmp_path, models, monkeypatch):
     """Large rows are measured on a worker thread while the models run on; the small
     inputs of the tests never reach it, so every row is sent there once here."""
-    from qcdoctor.probe import capture
+    from qcdoctor.probe import rows
     float_model, _, qat = models
     inline, _ = probe(tmp_path, float_model, qat, name="inline")
-    monkeypatch.setattr(capture._RowMaker, "INLINE", 0)
-    monkeypatch.setattr(capture.os, "cpu_count", lambda: 2)    # a worker even on one CPU
+    monkeypatch.setattr(rows.RowMaker, "INLINE", 0)
+    monkeypatch.setattr(rows.os, "cpu_count", lambda: 2)    # a worker even on one CPU
     threaded, _ = probe(tmp_path, float_model, qat, name="threaded")
     assert [r["mod_name"] for r in threaded.rows] == [r["mod_name"] for r in inline.rows]
     for a, b in zip(inline.rows, threaded.rows, strict=True):
