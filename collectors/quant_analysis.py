@@ -15,8 +15,9 @@ from qcdoctor.collectors.advisor import load_advisor
 from qcdoctor.collectors.badcase import spread_fact, worst_indices_from_pt, worst_indices_from_txt
 from qcdoctor.collectors.case_file import Case
 from qcdoctor.collectors.files import ArtifactRefused, CaseFiles, find_files, walk
-from qcdoctor.collectors.reading.fx_graph import Graph, load_graph
-from qcdoctor.collectors.model_check import check_model
+from qcdoctor.collectors.model_check import read_model_check
+from qcdoctor.collectors.model_match import model_match_facts
+from qcdoctor.collectors.prepare_environment import prepare_facts
 from qcdoctor.collectors.qa_files import (
     ADVISOR_NAMES,
     BADCASE_NAMES,
@@ -27,6 +28,9 @@ from qcdoctor.collectors.qa_files import (
     load_probe_manifest,
     run_for,
 )
+from qcdoctor.collectors.reading.fx_graph import Graph, load_graph
+from qcdoctor.collectors.reading.shared_calls import shared_call_facts
+from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 from qcdoctor.collectors.reasons import (
     Reason,
     artifact_problem,
@@ -38,7 +42,6 @@ from qcdoctor.collectors.reasons import (
 )
 from qcdoctor.collectors.statistic import load_statistic, weight_fact
 from qcdoctor.collectors.tables import TableRefused
-from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.fact_types import FACT_TYPES, STAGES
 from qcdoctor.source_locations import at, case_key
@@ -214,7 +217,9 @@ def collect_quant_analysis(case: Case, trust_pickles: bool = False,
                                input_scales)
     _read_against_origins(facts)
     _mark_sibling_sensitivity(facts)
-    facts += _model_check_facts(case, files)
+    shared: dict[str, tuple[int, str, list]] = {}
+    facts += _model_check_facts(case, files, shared)
+    facts += shared_call_facts(facts, shared)
     return facts
 
 
@@ -457,8 +462,9 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
                   "source": rel}
     facts.append(folder_fact)
     if compare is not None:
+        calls = _layer_calls(facts, rel, found, files)
         reading = read_layers(compare, limits, _folder_graph(facts, rel, found, files) or graph,
-                              _own_errors(facts, rel, found, files))
+                              _own_errors(facts, rel, found, files), calls)
         rows = row_facts(compare, reading, rel, crel)
         origin = next((f for f in rows if f["type"] == "layer_origin"), None)
         if origin is not None:          # what the folder's reading names, for R4.5's findings
@@ -485,6 +491,8 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
                   sensitivity_series(sens, summary, srel)]
         if summary["top_kind"] == "weight" and summary["usable"]:
             top_weight = summary["top_op"]
+    if probe is not None:                   # R5.3: do the models differ beyond quantization
+        facts += model_match_facts(facts, found[PROBE_MANIFEST], rel, prel)
     for name in ADVISOR_NAMES:
         if name in found:
             arel = f"{rel}/{name}" if rel != "." else name
@@ -564,6 +572,23 @@ def _folder_graph(facts: list[dict], rel: str, found: dict, files: CaseFiles) ->
     return loaded[0] if loaded else None
 
 
+def _layer_calls(facts: list[dict], rel: str, found: dict, files: CaseFiles) -> dict | None:
+    """layer_calls.csv's calls by row name (qcdoctor probe writes it beside its tables):
+    the graph the reading prefers to fx_graph.txt."""
+    from qcdoctor.collectors.reading.layer_calls import LAYER_CALLS_FILE, load_layer_calls
+    if LAYER_CALLS_FILE not in found:
+        return None
+    lrel = f"{rel}/{LAYER_CALLS_FILE}" if rel != "." else LAYER_CALLS_FILE
+    loaded = _read(facts, lrel, load_layer_calls, found[LAYER_CALLS_FILE], files=files,
+                   kind="table")
+    if loaded is None:
+        return None
+    calls, problems = loaded
+    if problems:
+        facts.append(_problem(lrel, joined(problems[:5]), True, lrel))
+    return calls or None
+
+
 def _own_errors(facts: list[dict], rel: str, found: dict, files: CaseFiles) -> dict | None:
     """layer_own_error.csv's rows by mod_name, where the probe measured them."""
     from qcdoctor.collectors.reading.own_error import OWN_ERROR_FILE, load_own_error
@@ -580,7 +605,10 @@ def _own_errors(facts: list[dict], rel: str, found: dict, files: CaseFiles) -> d
     return rows or None
 
 
-def _model_check_facts(case: Case, files: CaseFiles) -> list[dict]:
+def _model_check_facts(case: Case, files: CaseFiles,
+                       shared: dict[str, tuple[int, str, list]]) -> list[dict]:
+    """The findings of the model_check_result files; ``shared`` gets every module called
+    more than once: (times, source, locations)."""
     if case.folder is None:
         return []
     named = case.get("artifacts", {}).get("model_check_result")
@@ -592,11 +620,20 @@ def _model_check_facts(case: Case, files: CaseFiles) -> list[dict]:
             facts.append(_problem(rel, reason("file not found"), False,
                                   case.source("artifacts"), case_key(case, "artifacts")))
             continue
-        found = _read(facts, rel, check_model, path, files=files, kind="table") or []
-        by_kind: dict[str, list[dict]] = {}
-        for item in found:
-            by_kind.setdefault(item["kind"], []).append(item)
-        for kind, items in sorted(by_kind.items()):
+        read = _read(facts, rel, read_model_check, path, files=files, kind="table")
+        if read is None:
+            continue
+        # what prepare says it ran with: versions and march (folded in by case_facts)
+        facts += prepare_facts(read, rel)
+        by_kind: dict[tuple[str, str], list[dict]] = {}
+        for item in read.findings:
+            if item["kind"] == "shared":
+                shared.setdefault(item["module"], (item["times"], f"{rel} line {item['line']}",
+                                                   at(rel, item["line"])))
+            # the "please check" rows: one fact a message, its modules together
+            message = item["detail"] if item["kind"] == "please_check" else ""
+            by_kind.setdefault((item["kind"], message), []).append(item)
+        for (kind, _), items in sorted(by_kind.items()):
             facts.append({"type": "model_check", "kind": kind, "count": len(items),
                           "modules": ",".join(i["module"] for i in items[:8]),
                           "detail": items[0]["detail"][:160],

@@ -37,7 +37,10 @@ ADVISOR_KINDS = ("asymmetric_input", "large_input_range", "output_not_high_preci
                  "range_too_large_int8", "range_too_large_any", "scale_not_cover", "inf_nan",
                  "other")
 MODEL_CHECK_KINDS = ("unfused", "called_zero", "shared", "dequant_low_precision",
-                     "averaging_constant", "float_input", "abnormal_compute")
+                     "averaging_constant", "float_input", "abnormal_compute",
+                     # plugin 3.x (knowledge.md R5.10): a float input x an integer weight
+                     # in the gemm table, a row of the closing "please check" table
+                     "gemm_float_input", "please_check")
 # fix_trials.yaml (qcdoctor probe --try-fixes, collectors/fix_trials.py): the remedies tried
 # on a copy of the analysis model; int16 is activation and weight together. float is no
 # remedy one deploys: it bounds what any quantization setting of its layers can remove
@@ -227,7 +230,14 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                                        "two_sources", "outlier", default="")},
     "layer_table": {"analysis": _s(default=""), "rows": _i(0), "compared": _i(0),
                     "mismatch_rows": _i(0), "layout": _s("16", "23", "upper", "other"),
-                    "partial": _b(), "abnormal": _b()},
+                    "partial": _b(), "abnormal": _b(),
+                    # where the reading's edges came from (knowledge.md §18 R5.1, R5.5);
+                    # graph_rows: compared rows the graph carries; unmapped: rows it does not
+                    # (each read against the row printed before it), the first named
+                    "graph": _s("layer_calls", "fx_graph", "row_order", default="row_order"),
+                    "graph_rows": _i(0), "unmapped": _i(0), "unmapped_layers": _s(default=""),
+                    # rows layer_own_error.csv leaves unmeasured, and why (R5.2)
+                    "own_unmeasured": _i(0), "own_unmeasured_why": _s(default="")},
     # the per-layer reading (collectors/reading/layer_graph.py, knowledge.md §17 R4.1): layer/row
     # is the (first) source, or where accumulation starts (gradual); located: a source op
     # is named; fired: what made it one; drop: its Cosine step below the rows it reads
@@ -238,6 +248,9 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                                    "two_sources", "outlier"),
                      "located": _b(), "fired": _s("cosine_drop", "dominant_step", "atol_jump",
                                                   "own_error", "none", default="none"),
+                     # the comparison that made it (and the second source) one: the numbers
+                     # compared and the thresholds used, e.g. "step 0.38 >= cliff_drop 0.01"
+                     "test": _s(default=""), "second_test": _s(default=""),
                      "op_type": _s(default=""),
                      "dtype": _s(default=""), "qscale": _f(), "cosine": _f(), "atol": _f(),
                      "drop": _f(), "qdiff": _f(), "qdiff_known": _b(), "steps_before": _f(),
@@ -258,17 +271,23 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                      "borderline": _b(), "flips": _s(default=""),
                      "settled_by": _s("own_error", "fix_trial", "", default=""),
                      "own_known": _b(), "own_cosine": _f(), "own_qsteps": _f(),
+                     # rows whose output passes through the origin's quantizer (R5.1)
+                     "same_quantizer": _s(default=""),
                      "base_min": _f(), "base_max": _f(),
                      "analy_min": _f(), "analy_max": _f(), **_DRIVES},
     # rows within a few quantization steps, none standing out: quantization noise (R4.1)
     "layer_noise": {"analysis": _s(default=""), "rows": _i(0), "min_cosine": _f(1.0),
                     "max_qsteps": _f(), "start_layer": _s(default=""), "start_row": _i(0),
                     "reading": _s("graph", "row_order", default="row_order"),
+                    "test": _s(default=""),     # the numbers compared, the thresholds used
                     "borderline": _b(), "flips": _s(default=""), **_DRIVES},
     # post-processing rows (topk, argmax, sort, nms, index outputs) left out of the search;
-    # worst: one of them is the lowest row of the table (R4.3)
+    # worst: one of them is the lowest row of the table (R4.3); the region from the first
+    # selection op through every row reading it (region_rows, from first_layer) and the
+    # rows entering it, where the figures are taken (R5.4)
     "layer_postprocess": {"analysis": _s(default=""), "rows": _i(0), "worst": _b(),
-                          **_DRIVES},
+                          "region_rows": _i(0), "first_layer": _s(default=""),
+                          "entries": _s(default=""), **_DRIVES},
     # the kind of error at a source row (order 1: the origin, 2: the second source);
     # numbers whose flag (dtype_known, range_known, range_placed, steps_known,
     # weight_known, own_known) is false are unknown, written 0 (knowledge.md §17 R4.3)
@@ -301,6 +320,10 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                             # baseline, the readings are not used (usable false)
                             "baseline": _s(*STAGES, "", default=""),
                             "baseline_quantized": _b(), "usable": _b(True),
+                            # knowledge.md R5.3: every fake quant off is already far from
+                            # the baseline, so every value carries the models' difference
+                            # (usable false)
+                            "models_differ": _b(),
                             # read against compare_per_layer's clear origin (a cliff) of
                             # the same model: "" when there is none
                             "origin_layer": _s(default=""), "top_is_origin": _b(),
@@ -314,6 +337,18 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                     "max": _f(), "dtype": _s(default="")},
     "model_check": {"kind": _s(*MODEL_CHECK_KINDS), "count": _i(0), "modules": _s(default=""),
                     "detail": _s(default="")},
+    # an origin at one call of a module called several times with one quantizer
+    # (knowledge.md R5.10): the remedy is a module of its own for that call
+    "shared_call_origin": {"analysis": _s(default=""), "layer": _s(default=""),
+                           "module": _s(default=""), "call": _i(0), "calls": _i(0),
+                           **_DRIVES},
+    # what prepare says it ran with: model_check_result's version lines and current march
+    # (plugin 3.x, knowledge.md R5.10); folded into the version and platform facts
+    "prepare_version": {"package": _s(*PACKAGES), "version": _s(default="")},
+    "prepare_march": {"march": _s(default=""), "known": _b()},
+    # case.yaml gives one version, the file prepare wrote another
+    "version_mismatch": {"package": _s(*PACKAGES), "given": _s(default=""),
+                         "found": _s(default="")},
     # --- measured fixes (collectors/fix_trials.py): "analysis" is the probe's folder. One
     # fix_trial per trial, best first (rank 1); reaches: it meets the file's target (error
     # removed at least target_removed, or a Cosine at least target_cosine when one is given)
@@ -351,7 +386,24 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                    # the budget ended the search; float removed the most (R4.4)
                    "budget_spent": _b(), "float_best": _b(),
                    # the file's caveats: measured on one input; in fake quantization only
-                   "one_input": _b(), "fake_quant_only": _b()},
+                   "one_input": _b(), "fake_quant_only": _b(),
+                   # R5.4: the model contains post-processing; the figures were taken on
+                   # the tensors entering it (the rows producing them, the region's rows)
+                   "before_postprocess": _b(), "postprocess_entries": _s(default=""),
+                   "postprocess_rows": _i(0),
+                   # R5.3: the two models differ beyond quantization (the probe's note)
+                   "models_differ": _b()},
+    # R5.3 (collectors/model_match.py): the analysis model with every fake quant off against
+    # the baseline, from probe_run.yaml's models_match; self_baseline: the baseline is the
+    # analysis model itself, fake quant off (qcdoctor probe --baseline self)
+    "models_match": {"analysis": _s(default=""), "match": _b(True), "cosine": _f(1.0),
+                     "max_abs": _f(), "relative": _f(), "relative_known": _b(True),
+                     "tolerance": _f(), "self_baseline": _b(), **_DRIVES},
+    # the same where they do not match: every reading of that folder carries the difference
+    "models_differ": {"analysis": _s(default=""), "cosine": _f(1.0), "max_abs": _f(),
+                      "relative": _f(), "relative_known": _b(True), "tolerance": _f(),
+                      "baseline": _s(*STAGES, "", default=""),
+                      "analysis_stage": _s(*STAGES, "", default=""), **_DRIVES},
     "deploy_branch_hint": {"node": _s(default=""), "target": _s(default="")},
     "graph_loaded": {"nodes": _i(0)},
     "artifact_problem": {"file": _s(default=""), "problem": _s(default=""),
@@ -361,6 +413,8 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                        "board": _s(default=""), "equal": _s(*TRISTATE)},
     "march_check": {"convert": _s(default=""), "compile": _s(default=""),
                     "platform": _s(default=""), "board": _s(default=""),
+                    # model_check_result's "current march" (knowledge.md R5.10)
+                    "prepare": _s(default=""),
                     "consistent": _s(*TRISTATE), "differing": _s(default="")},
     "insert_call": {"name": _s(default=""), "line": _i(0), "before_convert": _s(*TRISTATE)},
     "qdq_removal": {"line": _i(0), "after_convert": _s(*TRISTATE), "quantize": _s(*TRISTATE),

@@ -1,9 +1,10 @@
 """compare_per_layer_out.{txt,csv}: read any layout, then find where the error starts.
 
-The rows are read as the graph they are (``layer_graph.read_graph``, whose docstring
-states the algorithm: knowledge.md §17 R4.1, R4.2): each row against the rows it reads,
-along fx_graph.txt where its nodes carry the rows, else in row order, with the layers'
-own error where the probe measured it (``own_error``). The error kind at a source row is
+The rows are read as the calls they are (``layer_graph.read_graph``, whose docstring
+names the detectors: knowledge.md §17 R4.1, R4.2, §18 R5.1-R5.5): each row against the
+rows it reads, along layer_calls.csv or fx_graph.txt where they carry the rows
+(``calls``), else in row order, with each call's own error where the probe measured it
+(``own_error``), the post-processing region out of the search (``postprocess``). The error kind at a source row is
 ``error_kind`` (R4.3): truncation needs range evidence (what the dtype and qscale can
 represent, ``quant_range``) or a range narrowed from clean inputs, a LUT op at the origin
 is ``lut``, weights that lose precision are ``weight``, tens of quantization steps with
@@ -20,20 +21,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from qcdoctor.collectors.reading.layer_graph import (
-    consumers_of,
-    downstream,
-    graph_edges,
-    postprocess_rows,
-    read_graph,
-    row_order_edges,
-)
+from qcdoctor.collectors.reading.calls import graph_edges, layer_calls_edges, row_order_edges
+from qcdoctor.collectors.reading.evidence import consumers_of, downstream
+from qcdoctor.collectors.reading.fx_graph import split_call
+from qcdoctor.collectors.reading.layer_graph import read_graph
 from qcdoctor.collectors.reading.lut_ops import lut_op
-from qcdoctor.collectors.reading.own_error import own_error_of
-from qcdoctor.collectors.reading.quant_range import QRANGE, dtype_name, range_evidence, representable
+from qcdoctor.collectors.reading.own_error import own_error_of, unmeasured
+from qcdoctor.collectors.reading.postprocess import (
+    graph_region,
+    index_output_rows,
+    postprocess_region,
+    reaching,
+    region_entries,
+)
+from qcdoctor.collectors.reading.quant_range import (
+    QRANGE,
+    dtype_name,
+    range_evidence,
+    representable,
+)
+from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 from qcdoctor.collectors.reasons import reason
 from qcdoctor.collectors.tables import Table, read_psql_file, read_qa_csv
-from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 from qcdoctor.source_locations import at
 
 TEXT = ("mod_name", "base_op_type", "analy_op_type", "shape", "quant_dtype", "dtype", "advice")
@@ -121,7 +130,15 @@ class LayerReading:
     second_detail: dict = field(default_factory=dict)
     curve: dict = field(default_factory=dict)      # the numbers the reading rests on
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0))   # per frame row
-    by_graph: bool = False      # read along fx_graph.txt (else in row order)
+    by_graph: bool = False      # read along a graph (else in row order)
+    graph: str = "row_order"    # layer_calls | fx_graph | row_order: where the edges came from
+    mapped: int = 0             # compared rows the graph carries
+    unmapped: list = field(default_factory=list)        # frame positions it does not
+    # frame positions of the post-processing region (without one: the rows left out)
+    postprocess: list = field(default_factory=list)
+    entries: list = field(default_factory=list)         # frame positions entering it
+    same_quantizer: list = field(default_factory=list)  # rows sharing the origin's quantizer
+    own_unmeasured: dict = field(default_factory=dict)  # why -> rows not measured
 
     @property
     def located(self) -> bool:
@@ -160,10 +177,11 @@ def texts(frame: pd.DataFrame, column: str, rows: np.ndarray, repeated: bool = F
 
 
 def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT, graph=None,
-                own_rows: dict | None = None) -> LayerReading:
-    """The reading of one table: along ``graph`` (collectors.reading.fx_graph.Graph) where its
-    nodes carry the rows, else in row order; ``own_rows``: layer_own_error.csv's rows by
-    mod_name, where the probe measured them (knowledge.md §17 R4.1-R4.3)."""
+                own_rows: dict | None = None, calls: dict | None = None) -> LayerReading:
+    """The reading of one table: along ``calls`` (layer_calls.csv's, by row name) or else
+    ``graph`` (collectors.reading.fx_graph.Graph) where they carry the rows, else in row
+    order; ``own_rows``: layer_own_error.csv's rows by row name, where the probe measured
+    them (knowledge.md §17 R4.1-R4.3, §18 R5.1-R5.5)."""
     frame = layers.frame
     cos, atol = numeric_column(frame, "cosine"), numeric_column(frame, "atol")
     has_metric = ~np.isnan(cos) | ~np.isnan(atol)
@@ -178,12 +196,31 @@ def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT, graph=None,
                             steps=np.zeros(len(frame)))
     names = texts(frame, "mod_name", rows)
     qsteps = quantization_steps(frame)[rows]
-    edges = graph_edges(graph, names) if graph is not None else None
+    edges = layer_calls_edges(calls, names) if calls else None
+    if edges is None and graph is not None:
+        edges = graph_edges(graph, names)
     edges = edges or row_order_edges(int(rows.size))
     ops = [a or b for a, b in zip(texts(frame, "analy_op_type", rows, repeated=True),
                                   texts(frame, "base_op_type", rows, repeated=True),
                                   strict=True)]
-    left_out = postprocess_rows(names, ops, texts(frame, "quant_dtype", rows, repeated=True))
+    # the post-processing region over every row of the table: an argmax row has no metrics
+    inputs = _table_inputs(frame, rows, edges, calls)
+    everything = np.arange(len(frame))
+    region = postprocess_region(
+        [op or split_call(n)[0].rpartition(".")[2] for op, n in zip(
+            [a or b for a, b in zip(texts(frame, "analy_op_type", everything, repeated=True),
+                                    texts(frame, "base_op_type", everything, repeated=True),
+                                    strict=True)],
+            texts(frame, "mod_name", everything), strict=True)], inputs)
+    if graph is not None:               # selection ops without a row of their own
+        inside = graph_region(graph)
+        if inside:
+            region = reaching(region | {i for i, name in enumerate(
+                texts(frame, "mod_name", everything)) if graph.node_of_row(name) in inside},
+                inputs)
+    in_region = np.isin(rows, np.fromiter(region, dtype=np.intp, count=len(region)))
+    left_out = in_region | index_output_rows(names, ops,
+                                            texts(frame, "quant_dtype", rows, repeated=True))
     own = own_error_of(own_rows, names) if own_rows else None
     graph_reading = read_graph(cos[rows], qsteps, edges, own, limits, left_out)
     steps = np.zeros(len(frame))
@@ -192,16 +229,24 @@ def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT, graph=None,
     numbers = _reading_numbers(frame, rows, names, graph_reading, worst, edges, own, left_out,
                                limits)
     origin_at = graph_reading.origin
+    said = {"by_graph": edges.by_graph, "graph": edges.source, "mapped": edges.mapped,
+            "unmapped": rows[edges.unmapped_rows].tolist()
+            if edges.unmapped_rows is not None else [],
+            "postprocess": sorted(region) or rows[left_out].tolist(),
+            "entries": region_entries(region, inputs),
+            "own_unmeasured": unmeasured(own_rows, names) if own_rows else {}}
     if origin_at is None or graph_reading.pattern in ("none", "noise"):
         return LayerReading(int(rows.size), mismatch, None, graph_reading.pattern, 0.0, worst,
-                            "unclear", {}, curve=numbers, steps=steps,
-                            by_graph=edges.by_graph)
+                            "unclear", {}, curve=numbers, steps=steps, **said)
     origin = int(rows[origin_at])
     second_at = graph_reading.second
     second = int(rows[second_at]) if second_at is not None else None
+    groups = edges.groups if len(edges.quantizers) == rows.size else np.arange(rows.size)
+    sharing = np.flatnonzero((groups == groups[origin_at]) & (np.arange(rows.size) != origin_at))
     reading = LayerReading(int(rows.size), mismatch, origin, graph_reading.pattern,
                            float(graph_reading.step[origin_at]), worst, "unclear", {}, second,
-                           curve=numbers, steps=steps, by_graph=edges.by_graph)
+                           curve=numbers, steps=steps, same_quantizer=rows[sharing].tolist(),
+                           **said)
     if reading.located:         # accumulation has no single source to give a kind
         reading.kind, reading.kind_detail = error_kind(
             frame, origin, limits, _source_context(graph_reading, origin_at, own, limits))
@@ -211,19 +256,43 @@ def read_layers(layers: LayerTable, limits: Thresholds = DEFAULT, graph=None,
     return reading
 
 
+def _table_inputs(frame: pd.DataFrame, rows: np.ndarray, edges, calls: dict | None
+                  ) -> list[list[int]]:
+    """Per row of the whole table (frame positions), the rows it reads: from layer_calls.csv
+    where it names the row, else the compared rows' edges; a row neither places reads the
+    row printed before it."""
+    inputs = [[] if i == 0 else [i - 1] for i in range(len(frame))]
+    if calls:
+        names = texts(frame, "mod_name", np.arange(len(frame)))
+        position: dict[str, int] = {}
+        for i, name in enumerate(names):
+            position.setdefault(name, i)
+        for i, name in enumerate(names):
+            call = calls.get(name)
+            if call is not None:
+                inputs[i] = [position[n] for n in call.inputs if n in position]
+        return inputs
+    for k, read in enumerate(edges.inputs):
+        inputs[int(rows[k])] = [int(rows[j]) for j in read]
+    return inputs
+
+
 def read_folder(table_path: Path, limits: Thresholds = DEFAULT) -> tuple[LayerTable,
                                                                           LayerReading]:
-    """A probe folder's table read as triage reads it: along the fx_graph.txt beside it,
-    with the layer_own_error.csv beside it (either one only where present)."""
+    """A probe folder's table read as triage reads it: along the layer_calls.csv or else
+    the fx_graph.txt beside it, with the layer_own_error.csv beside it (each only where
+    present)."""
     from qcdoctor.collectors.reading.fx_graph import load_graph
+    from qcdoctor.collectors.reading.layer_calls import LAYER_CALLS_FILE, load_layer_calls
     from qcdoctor.collectors.reading.own_error import OWN_ERROR_FILE, load_own_error
     table_path = Path(table_path)
     layers = load_compare(table_path)
-    graph_path, own_path = table_path.with_name("fx_graph.txt"), \
-        table_path.with_name(OWN_ERROR_FILE)
+    graph_path, own_path, calls_path = (table_path.with_name(n) for n in (
+        "fx_graph.txt", OWN_ERROR_FILE, LAYER_CALLS_FILE))
+    calls = load_layer_calls(calls_path)[0] if calls_path.is_file() else None
     graph = load_graph(graph_path)[0] if graph_path.is_file() else None
     own = load_own_error(own_path)[0] if own_path.is_file() else None
-    return layers, read_layers(layers, limits, graph, own)
+    return layers, read_layers(layers, limits, graph, own, calls)
 
 
 def _source_context(reading, at: int, own, limits: Thresholds) -> dict:
@@ -266,7 +335,9 @@ def _reading_numbers(frame: pd.DataFrame, rows: np.ndarray, names: list[str], re
     own_at = origin
     region_rows = _region_rows(reading, cos, left_out, edges, limits) if accumulating else []
     known_q = qsteps[~np.isnan(qsteps) & ~left_out]
+    tests = reading.tests + ["", ""]
     return {"fired": reading.fired[0] if reading.fired else "none",
+            "test": tests[0], "second_test": tests[1] if reading.second is not None else "",
             "sources": len(reading.sources), "start": row(start),
             "typical_step": reading.typical,
             "largest_step": float(step[largest]) if largest is not None else 0.0,
@@ -428,11 +499,21 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
               source_prefix: str) -> list[dict]:
     """Facts for the origin, the worst row and the error kind, each citing file and row."""
     frame, table = layers.frame, layers.table
+    def names_of(positions, most=5):
+        shown = [_text(frame, "mod_name", p) or f"row {int(frame['_index'].iat[p])}"
+                 for p in positions[:most]]
+        return ", ".join(shown) + (" ..." if len(positions) > most else "")
+
     facts = [{"type": "layer_table", "analysis": analysis, "rows": int(len(frame)),
               "compared": reading.compared, "mismatch_rows": reading.mismatch_rows,
               "layout": layers.layout, "partial": bool(table.problems),
-              "abnormal": reading.origin is not None, "source": source_prefix,
-              "locations": at(source_prefix)}]
+              "abnormal": reading.origin is not None, "graph": reading.graph,
+              "graph_rows": reading.mapped, "unmapped": len(reading.unmapped),
+              "unmapped_layers": names_of(reading.unmapped),
+              "own_unmeasured": sum(reading.own_unmeasured.values()),
+              "own_unmeasured_why": ", ".join(f"{why} {count}" for why, count
+                                              in reading.own_unmeasured.items()),
+              "source": source_prefix, "locations": at(source_prefix)}]
 
     def where(position):
         return (f"{source_prefix} row {int(frame['_index'].iat[position])} "
@@ -461,7 +542,7 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
                       "min_cosine": round(1.0 - c.get("loss", 0.0), 9),
                       "max_qsteps": round(c.get("max_qsteps", 0.0), 6),
                       "start_layer": layer(p), "start_row": row_number(p),
-                      "reading": c.get("reading", "row_order"),
+                      "reading": c.get("reading", "row_order"), "test": c.get("test", ""),
                       "borderline": bool(c.get("borderline")), "flips": c.get("flips", ""),
                       "source": where(p), "locations": place(p)})
     if reading.origin is not None:
@@ -470,7 +551,8 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
         facts.append({
             "type": "layer_origin", "analysis": analysis, "layer": layer(p),
             "row": row_number(p), "pattern": reading.pattern, "located": reading.located,
-            "fired": c.get("fired", "none"),
+            "fired": c.get("fired", "none"), "test": c.get("test", ""),
+            "second_test": c.get("second_test", ""),
             "op_type": _text(frame, "analy_op_type", p) or _text(frame, "base_op_type", p),
             "dtype": _text(frame, "quant_dtype", p), "qscale": value("qscale", p),
             "cosine": value("cosine", p), "atol": value("atol", p),
@@ -501,6 +583,7 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
             "own_known": bool(c.get("own_known")),
             "own_cosine": round(c.get("own_cosine", 0.0), 9),
             "own_qsteps": round(c.get("own_qsteps", 0.0), 6),
+            "same_quantizer": names_of(reading.same_quantizer),
             "base_min": value("base_model_min", p), "base_max": value("base_model_max", p),
             "analy_min": value("analy_model_min", p),
             "analy_max": value("analy_model_max", p), "source": where(p),
@@ -511,10 +594,15 @@ def row_facts(layers: LayerTable, reading: LayerReading, analysis: str,
         if second is not None:
             facts.append(_kind_fact(analysis, layer(second), 2, reading.second_kind,
                                     reading.second_detail, where(second), place(second)))
-    if c.get("left_out"):
+    if c.get("left_out") or reading.postprocess:
+        first = (reading.postprocess or [None])[0]
         facts.append({"type": "layer_postprocess", "analysis": analysis,
-                      "rows": int(c["left_out"]), "worst": bool(c.get("worst_left_out")),
-                      "source": source_prefix, "locations": at(source_prefix)})
+                      "rows": max(int(c.get("left_out", 0)), len(reading.postprocess)), "worst": bool(c.get("worst_left_out")),
+                      "region_rows": len(reading.postprocess),
+                      "first_layer": layer(first) if first is not None else "",
+                      "entries": names_of(reading.entries),
+                      "source": where(first) if first is not None else source_prefix,
+                      "locations": place(first) if first is not None else at(source_prefix)})
     if reading.worst is not None:
         w = reading.worst
         facts.append({"type": "layer_worst", "analysis": analysis, "layer": layer(w),

@@ -28,7 +28,7 @@ _WRAPPER = re.compile(r"^<(?:class|built-in (?:method|function)|function|method)
 _TOKEN = re.compile(r"[A-Za-z]+(?:_[A-Za-z]+)*")
 
 
-def _type_word(op_type: str) -> str:
+def op_word(op_type: str) -> str:
     """The last part of an op type's qualified name, lower case: ``<class 'torch.nn.modules.
     activation.SiLU'>`` -> ``silu``, ``torch.Tensor.exp`` -> ``exp``, ``<built-in method
     sigmoid of type object ...>`` -> ``sigmoid``."""
@@ -54,7 +54,7 @@ def _name_tokens(name: str) -> list[str]:
 def lut_op(op_type: str, name: str = "") -> str | None:
     """The LUT op (a name of ``LUT_OPS``) that an op of ``op_type`` called ``name`` is, or
     None when it is none (or nothing tells)."""
-    word = _type_word(op_type or "")
+    word = op_word(op_type or "")
     if word.replace("_", "") not in {g.replace("_", "") for g in _GENERIC}:
         if word in _CANONICAL:
             return _CANONICAL[word]

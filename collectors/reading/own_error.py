@@ -1,6 +1,10 @@
 """layer_own_error.csv (written by qcdoctor probe beside compare_per_layer_out): each
-layer's own error, measured by running the analysis layer on the baseline's inputs
-(knowledge.md §17 R4.2). docs/probe.md lists the columns.
+call's own error, measured by running the analysis layer on the baseline's inputs of that
+call (knowledge.md §17 R4.2, §18 R5.2), keyed by the row name (``head(1)``: the second
+call). docs/probe.md lists the columns. ``own_status`` says whether a row was measured
+(``measured``) or why not; a row not measured is unmeasured whatever its cells hold (never
+read as propagation or as a source from its numbers). A file without the column, from an
+older probe, is measured wherever it has an own Cosine.
 """
 
 from __future__ import annotations
@@ -11,14 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from qcdoctor.collectors.reading.layer_graph import OwnError
 from qcdoctor.collectors.limits import TABLE_LINE_BYTES
+from qcdoctor.collectors.reading.evidence import OwnError
 from qcdoctor.collectors.reasons import reason
 from qcdoctor.collectors.tables import check_columns, line_too_long
 
 OWN_ERROR_FILE = "layer_own_error.csv"
 COLUMNS = ("mod_name", "own_cosine", "own_atol", "own_qsteps", "weight_sqnr_db",
-           "weight_scheme", "weight_channel_ratio")
+           "weight_scheme", "weight_channel_ratio", "own_status")
+MEASURED = "measured"
 _NUMBERS = ("own_cosine", "own_atol", "own_qsteps", "weight_sqnr_db", "weight_channel_ratio")
 
 
@@ -28,7 +33,7 @@ def load_own_error(path: Path) -> tuple[dict[str, dict], list[str]]:
     rows: dict[str, dict] = {}
     short: list[int] = []
     with Path(path).open(encoding="utf-8", errors="replace", newline="") as handle:
-        header = [h.strip() for h in _cells(_line(handle, path, 1))]
+        header = [h.strip() for h in csv_cells(read_line(handle, path, 1))]
         check_columns(len(header), 1, str(path))
         missing = [c for c in ("mod_name", "own_cosine") if c not in header]
         if missing:
@@ -38,10 +43,10 @@ def load_own_error(path: Path) -> tuple[dict[str, dict], list[str]]:
         number = 1
         while True:
             number += 1
-            line = _line(handle, path, number)
+            line = read_line(handle, path, number)
             if not line:
                 break
-            cells = _cells(line)
+            cells = csv_cells(line)
             if not any(c.strip() for c in cells):
                 continue
             if len(cells) < len(header):
@@ -53,6 +58,14 @@ def load_own_error(path: Path) -> tuple[dict[str, dict], list[str]]:
                 record[column] = _number(cells[where[column]]) if column in where else math.nan
             record["per_tensor"] = ("weight_scheme" in where and
                                     cells[where["weight_scheme"]].strip() == "per_tensor")
+            status = cells[where["own_status"]].strip() if "own_status" in where else ""
+            if "own_status" not in where:   # an older probe: measured where it has numbers
+                status = MEASURED if not math.isnan(record["own_cosine"]) else "nonfinite"
+            elif status != MEASURED:
+                status = status or "unknown"
+                record.update({column: math.nan for column in _NUMBERS})
+                record["per_tensor"] = False
+            record["status"] = status
             if name and name not in rows:
                 rows[name] = record
     problems = [reason("{count} line(s) have fewer cells than the header and were not read: "
@@ -61,7 +74,7 @@ def load_own_error(path: Path) -> tuple[dict[str, dict], list[str]]:
     return rows, problems
 
 
-def _line(handle, path: Path, number: int) -> str:
+def read_line(handle, path: Path, number: int) -> str:
     """One line, read in a bounded block and refused past the table line cap."""
     line = handle.readline(TABLE_LINE_BYTES + 1)
     if len(line) > TABLE_LINE_BYTES:
@@ -69,7 +82,7 @@ def _line(handle, path: Path, number: int) -> str:
     return line
 
 
-def _cells(line: str) -> list[str]:
+def csv_cells(line: str) -> list[str]:
     return next(csv.reader([line]), []) if line.strip() else []
 
 
@@ -79,6 +92,18 @@ def _number(text: str) -> float:
     except ValueError:
         return math.nan
     return value if math.isfinite(value) else math.nan
+
+
+def unmeasured(rows: dict[str, dict], names: list[str]) -> dict[str, int]:
+    """Per reason the file gives, how many of the compared rows ``names`` the probe left
+    unmeasured (rows it does not list are ops it measures no own error of)."""
+    counts: dict[str, int] = {}
+    for name in names:
+        record = rows.get(name)
+        status = record["status"] if record else MEASURED
+        if status != MEASURED:
+            counts[status] = counts.get(status, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def own_error_of(rows: dict[str, dict], names: list[str]) -> OwnError | None:

@@ -1,4 +1,13 @@
-"""Named thresholds of the per-layer reading rules (knowledge.md §8), stated in reports."""
+"""Named thresholds of the per-layer reading rules (knowledge.md §8), stated in reports.
+
+Which detector reads which (each module's THRESHOLDS): the clean band (evidence.py)
+cosine_good, band_steps; detect_clean_source cliff_drop, dominance, atol_jump,
+atol_jump_steps; detect_own_source cliff_drop, dominance; detect_accumulation cliff_drop,
+dominance, source_growth; detect_noise band_steps, cliff_drop; detect_outlier
+cosine_good, atol_jump, atol_jump_steps; the error kind (compare_layers.error_kind)
+conversion_steps, range_narrow, weight_sqnr_low, channel_spread; the sensitivity summary
+dominance, flat_spread, tail_share, tail_near_zero, top_n.
+"""
 
 from __future__ import annotations
 

@@ -7,14 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from qcdoctor.collectors.reading.calls import graph_edges, row_order_edges
+from qcdoctor.collectors.reading.evidence import OwnError
 from qcdoctor.collectors.reading.fx_graph import load_graph
-from qcdoctor.collectors.reading.layer_graph import (
-    OwnError,
-    graph_edges,
-    postprocess_rows,
-    read_graph,
-    row_order_edges,
-)
+from qcdoctor.collectors.reading.layer_graph import read_graph
+from qcdoctor.collectors.reading.postprocess import index_output_rows
 from tests.qa.writers import write_fx_graph
 
 NAN = float("nan")
@@ -158,7 +155,7 @@ def test_the_own_error_decides_where_it_is_known(tmp_path):
                                            ("post.argmax", "", ""),
                                            ("post.index", "", "int64")])
 def test_post_processing_rows_are_left_out_of_the_search(name, op, dtype):
-    left_out = postprocess_rows(["conv", name], ["torch.nn.Conv2d", op], ["qint8", dtype])
+    left_out = index_output_rows(["conv", name], ["torch.nn.Conv2d", op], ["qint8", dtype])
     assert left_out.tolist() == [False, True]
     reading = read_graph(np.array([1.0, 0.5]), np.array([0.5, 900.0]), row_order_edges(2),
                          left_out=left_out)
@@ -198,12 +195,12 @@ def test_a_pooled_vectors_small_own_error_beside_a_large_one_is_no_second_source
     assert sources(reading, names) == ["clamp"]
 
 
-def test_the_others_quantile_leaves_each_row_out():
-    from qcdoctor.collectors.reading.layer_graph import quantile_without_each
+def test_the_largest_of_the_others_leaves_each_row_out():
+    """What an own loss below cliff_drop must stand above (dominance x it)."""
+    from qcdoctor.collectors.reading.evidence import largest_without_each
     rng = np.random.default_rng(1)
     for _ in range(200):
         values = rng.choice([0.0, 0.1, 0.5, 1.0, 3.0], size=rng.integers(2, 15))
-        got = quantile_without_each(values, 0.9)
+        got = largest_without_each(values)
         for i in range(values.size):
-            want = np.quantile(np.delete(values, i), 0.9, method="lower")
-            assert got[i] == pytest.approx(want), (values, i)
+            assert got[i] == np.delete(values, i).max(), (values, i)

@@ -12,9 +12,14 @@ import pytest
 
 from qcdoctor.collectors.case_file import load_case
 from qcdoctor.collectors.reading.compare_layers import load_compare, read_layers, row_facts
-from qcdoctor.collectors.reading.layer_graph import median_without_each
+from qcdoctor.collectors.reading.evidence import median_without_each
 from qcdoctor.collectors.reading.lut_ops import lut_op
-from qcdoctor.collectors.reading.quant_range import QRANGE, dtype_name, range_evidence, representable
+from qcdoctor.collectors.reading.quant_range import (
+    QRANGE,
+    dtype_name,
+    range_evidence,
+    representable,
+)
 from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 from qcdoctor.engine.diagnosis.triage import triage_case
 from qcdoctor.fact_types import normalise

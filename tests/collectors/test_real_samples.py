@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from qcdoctor.collectors.model_check import check_model
 from qcdoctor.collectors.reading.compare_layers import load_compare, read_layers
 from qcdoctor.collectors.reading.fx_graph import load_graph
-from qcdoctor.collectors.model_check import check_model
 from qcdoctor.collectors.sensitivity import _rows_from_txt
 from qcdoctor.collectors.statistic import load_statistic
 from tests.paths import SHARED, TESTS

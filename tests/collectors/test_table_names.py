@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("torch")                    # qcdoctor.probe imports it
 
 from qcdoctor.collectors.case_file import load_case  # noqa: E402
-from qcdoctor.collectors.reading.compare_layers import load_compare  # noqa: E402
 from qcdoctor.collectors.qa_writers import cell, compare_rows, psql  # noqa: E402
+from qcdoctor.collectors.reading.compare_layers import load_compare  # noqa: E402
 from qcdoctor.engine.diagnosis.triage import triage_case  # noqa: E402
 from qcdoctor.probe.compare import _write_compare  # noqa: E402
 from tests.qa.scenarios import case_yaml  # noqa: E402

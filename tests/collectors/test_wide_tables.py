@@ -18,8 +18,8 @@ import pytest
 
 from qcdoctor.collectors import limits, tables
 from qcdoctor.collectors.case_file import load_case
-from qcdoctor.collectors.reading.compare_layers import TEXT, load_compare
 from qcdoctor.collectors.qa_writers import cell, compare_rows, psql
+from qcdoctor.collectors.reading.compare_layers import TEXT, load_compare
 from qcdoctor.collectors.sensitivity import load_sensitivity
 from qcdoctor.collectors.tables import psql_tables, read_psql_file, read_qa_csv, simple_table
 from qcdoctor.engine.diagnosis.triage import triage_case

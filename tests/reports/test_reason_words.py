@@ -29,7 +29,8 @@ from qcdoctor.package_data import load_yaml
 from tests.reports.test_report_language import english_left
 
 CATALOGUE = load_yaml("qcdoctor.templates", "reasons.yaml")
-CODE = ("qcdoctor", "qcdoctor.engine", "qcdoctor.collectors", "qcdoctor.probe")
+CODE = ("qcdoctor", "qcdoctor.engine", "qcdoctor.collectors", "qcdoctor.collectors.reading",
+        "qcdoctor.probe")
 
 
 def _fields(template: str) -> list[tuple[str, str, str | None]]:

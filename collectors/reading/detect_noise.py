@@ -1,0 +1,31 @@
+"""Detector: quantization noise (knowledge.md §17 R4.1).
+
+A table is quiet when every row is within the band's quantization steps (``band_steps``;
+a row's own error's steps where the probe measured it: the table's carry the rounding of
+every row before) and its lowest Cosine is at least ``1 - cliff_drop``. A quiet table
+without a source is quantization noise: two models that both quantize honestly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qcdoctor.collectors.reading.evidence import Evidence
+
+THRESHOLDS = ("band_steps", "cliff_drop")
+
+
+def quiet(ev: Evidence, limits) -> bool:
+    steps = ev.qsteps if ev.own is None else np.where(ev.own.known, ev.own.qsteps, ev.qsteps)
+    known = steps[~np.isnan(steps)]
+    return (known.size == 0 or float(known.max()) <= limits.band_steps) and \
+        bool((~np.isnan(ev.cos)).any()) and float(np.nanmin(ev.cos)) >= 1.0 - limits.cliff_drop
+
+
+def test_of(ev: Evidence, limits) -> str:
+    steps = ev.qsteps if ev.own is None else np.where(ev.own.known, ev.own.qsteps, ev.qsteps)
+    known = steps[~np.isnan(steps)]
+    largest = float(known.max()) if known.size else 0.0
+    return (f"largest Atol {largest:.6g} steps <= band_steps {limits.band_steps:g}; lowest "
+            f"Cosine {float(np.nanmin(ev.cos)):.6g} >= 1 - cliff_drop "
+            f"{1.0 - limits.cliff_drop:g}")
