@@ -42,9 +42,12 @@ SHOWN_PROBLEMS = 3          # problems of one file named in its artifact problem
 # the keys of the file and of one trial or greedy set; greedy, notes and before may be
 # left out or null
 _TOP = ("schema", "metric", "output", "before", "target", "budget", "forwards", "candidates",
-        "trials", "greedy", "notes", "caveats")
+        "trials", "greedy", "notes", "caveats", "before_postprocess")
 # before is null when the analysis model's output gave no finite figure (its notes say so)
-_OPTIONAL = ("greedy", "notes", "before")
+_OPTIONAL = ("greedy", "notes", "before", "before_postprocess")
+# before_postprocess (knowledge.md R5.4): the model contains post-processing, and every
+# figure was taken on the tensors entering it (entries: the rows producing them)
+_BEFORE_POSTPROCESS = ("entries", "region_rows")
 _TRIAL = ("fix", "layers", "after", "error_removed", "forwards")
 _GREEDY = (*_TRIAL, "reached")
 _TARGET = ("error_removed", "cosine")
@@ -221,7 +224,9 @@ def read_fix_trials(data) -> dict:
            "greedy": r.field(data, "greedy", "", trial, _GREEDY),
            "notes": r.field(data, "notes", "", r.items, r.text) or [],
            "caveats": r.field(data, "caveats", "", r.items,
-                              lambda item, key: r.choice(item, key, CAVEATS)) or []}
+                              lambda item, key: r.choice(item, key, CAVEATS)) or [],
+           "before_postprocess": r.field(data, "before_postprocess", "",
+                                         lambda v, k: _before_postprocess(r, v, k))}
     if r.problems:
         listed = r.problems[:SHOWN_PROBLEMS]
         if len(r.problems) > SHOWN_PROBLEMS:
@@ -231,6 +236,13 @@ def read_fix_trials(data) -> dict:
     out["trials"].sort(key=lambda t: (-t["error_removed"], len(t["layers"])))
     out["caveats"] = list(dict.fromkeys(out["caveats"]))
     return out
+
+
+def _before_postprocess(r: _Reading, value, key: str) -> dict:
+    r.mapping(value, key, _BEFORE_POSTPROCESS)
+    return {"entries": r.field(value, "entries", key,
+                               lambda v, k: r.items(v, k, r.layer, empty=False)) or [],
+            "region_rows": r.field(value, "region_rows", key, r.count) or 0}
 
 
 def _target(r: _Reading, value, key: str, metric: str | None) -> dict:
@@ -319,7 +331,15 @@ def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
         "greedy": greedy is not None, "float_tried": upper is not None,
         "one_input": "one_input" in content["caveats"],
         "fake_quant_only": "fake_quant_only" in content["caveats"],
+        # R5.3: the probe found the two models differ beyond quantization (its note)
+        "models_differ": any(str(note).startswith("models_differ:")
+                             for note in content["notes"]),
         "source": source, "locations": places})
+    postprocess = content.get("before_postprocess")
+    if postprocess is not None:
+        summary.update({"before_postprocess": True,
+                        "postprocess_entries": _names(postprocess["entries"]),
+                        "postprocess_rows": postprocess["region_rows"]})
     for prefix, trial in (("best", best), ("single", single), ("float", upper)):
         if trial is not None:
             summary.update({f"{prefix}_after": trial["after"],
@@ -358,7 +378,9 @@ def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
                "source": source, "locations": places}
               for i, t in enumerate(trials[:TRIAL_FACTS], 1)]
     record = {"type": SERIES_TYPE, "analysis": analysis, "source": source,
-              **{k: v for k, v in content.items() if k != "trials"},
+              # the report's record keeps its own keys (the before_postprocess fields are
+              # the summary fact's)
+              **{k: v for k, v in content.items() if k not in ("trials", "before_postprocess")},
               "trials": [{**t, "reaches": met(t)} for t in trials]}
     return facts + [record]
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from qcdoctor.collectors.reading.lut_ops import lut_op
 from qcdoctor.collectors.pt_files import load_pt
 from qcdoctor.collectors.qa_files import SENSITIVITY_RE
+from qcdoctor.collectors.reading.lut_ops import lut_op
+from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 from qcdoctor.collectors.reasons import reason
 from qcdoctor.collectors.tables import simple_table
-from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 
 ASCENDING = {"cosine", "sqnr"}          # smaller is worse
 # Stages that compute in fixed point: convert replaced every fake quant by integer
@@ -266,4 +266,6 @@ def summarise(sens: SensitivityFile, analysis: str, source: str,
             "lut_in_top": bool(luts), "lut_ops": ",".join(luts[:8]),
             "top_ops": ",".join(r.op_name for r in rows[:5]),
             "baseline": baseline, "baseline_quantized": quantized, "usable": not quantized,
+            # set by collectors/model_match.py where probe_run.yaml says so (R5.3)
+            "models_differ": False,
             "source": f"{source} line {rows[0].line}"}

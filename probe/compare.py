@@ -32,14 +32,23 @@ from torch import nn
 
 from qcdoctor.atomic import existing_mode, put_in_place
 from qcdoctor.collector import collector_paused
-from qcdoctor.collectors.reading.own_error import OWN_ERROR_FILE
 from qcdoctor.collectors.qa_files import FIX_TRIALS, PROBE_MANIFEST, load_probe_manifest
 from qcdoctor.collectors.qa_writers import LAYOUTS, ROW_KEYS, write_sensitivity
+from qcdoctor.collectors.reading.own_error import OWN_ERROR_FILE
 from qcdoctor.engine.api.interrupts import HeldInterrupts
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.probe import fix_trials as fixes
+from qcdoctor.probe.calls import CALLS_FILE, write_calls
 from qcdoctor.probe.capture import PATTERN_END, SAME, LayerRows, compare_layers
 from qcdoctor.probe.fast_quant import FastQuantizers
+from qcdoctor.probe.model_match import (
+    all_off_outputs,
+    fake_quant_off_copy,
+    identical,
+    is_self_baseline,
+    models_match,
+)
+from qcdoctor.probe.own_error import own_error_summary, own_error_warnings
 from qcdoctor.probe.quantizers import (
     QuantizerAdapter,
     TorchAoAdapter,
@@ -64,7 +73,8 @@ MANIFEST_ITEMS = 500                   # names listed per list of probe_run.yaml
 # besides the sensitivity tables (_SENSITIVITY_FILE): only files of these names are ever
 # replaced or removed there; a new file of the probe gets its name here
 PROBE_FILES = frozenset({"compare_per_layer_out.csv", "compare_per_layer_out.txt",
-                         "fx_graph.txt", OWN_ERROR_FILE, FIX_TRIALS, PROBE_MANIFEST})
+                         "fx_graph.txt", CALLS_FILE, OWN_ERROR_FILE, FIX_TRIALS,
+                         PROBE_MANIFEST})
 _SENSITIVITY_FILE = re.compile(r"output_(?P<output>.+)_(?P<metric>" + "|".join(METRICS)
                                + r")_sensitive_ops\.(?:txt|pt)", re.DOTALL)
 _TEMPORARY = ".qcdoctor-"              # a temporary file's or folder's name starts so
@@ -90,8 +100,16 @@ class ProbeResult:
     matched_share: float = 1.0             # compared / every analysis output
     warnings: list[str] = field(default_factory=list)
     changed_in_place: list[str] = field(default_factory=list)   # rows that may be wrong
+    # layer_own_error.csv's rows: {measured: N, not_measured: {reason: count}} (None: none)
+    own_error: dict | None = None
+    row_statistics: str = "torch"          # what computed the rows: c_kernel | torch
     fix_trials: dict | None = None         # fix_trials.yaml's document (try_fixes)
     stages: tuple[str, str] = ("float", "calib")    # what the two models are (probe_run.yaml)
+    # the baseline: "given", or "self" (the analysis model with every fake quant off)
+    baseline_model: str = "given"
+    # the analysis model with every fake quant off against the baseline (probe/model_match.py);
+    # None where their outputs could not be compared
+    models_match: dict | None = None
     lang: str | None = None                # its display's language (None: the locale's)
 
     @property
@@ -111,7 +129,7 @@ class ProbeResult:
 # rows, records and node values are many objects: no full collection over the user's
 # models in between (common/collector.py)
 @collector_paused()
-def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
+def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_dir, *,
                    sensitivity: bool = True, metric: str = "L1", names: list[str] | None = None,
                    analysis_model_type: str = "fake_quant", device: str | None = None,
                    adapter: QuantizerAdapter | None = None,
@@ -122,6 +140,12 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
                    lang: str | None = None) -> ProbeResult:
     """Compare every layer output of ``analysis`` with ``baseline`` on ``inputs`` and write
     compare_per_layer_out.{csv,txt}, the sensitivity tables and probe_run.yaml to ``out_dir``.
+
+    baseline: the reference model, or "self": the analysis model itself with every fake
+    quant off (run on a deep copy), so the table reads the quantization error alone even
+    where the two models differ beyond quantization (a trained QAT model against its float
+    one). Either way the analysis model with every fake quant off is compared with the
+    baseline first (``result.models_match``, probe_run.yaml's ``models_match``).
 
     inputs: a tensor, a tuple/list of positional arguments, or a dict of keyword
     arguments for one forward call; every value finite. names: names of the model
@@ -164,6 +188,7 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
         names = list(names)
         check_output_names(names, metric)
     checked_device(device)
+    self_baseline = is_self_baseline(baseline)
     check_finite_inputs(inputs)
     goal = fixes.check_options(fix_budget, fix_target, fix_metric) if try_fixes else None
     adapter = adapter or TorchAoAdapter()
@@ -172,8 +197,11 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     out = Path(out_dir)
     earlier = check_out_dir(out)
     if device is not None:
-        baseline.to(device)
+        if not self_baseline:
+            baseline.to(device)
         analysis.to(device)
+    if self_baseline:
+        baseline = fake_quant_off_copy(analysis, adapter)
     target = device or _device_of(analysis)
     args, kwargs = _call_args(_to(inputs, target))
 
@@ -193,6 +221,10 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
         layers = compare_layers(baseline, analysis, args, kwargs)
         with torch.inference_mode():
             reference = [t for _, t in layers.baseline_outputs]
+            # R5.3: the two models without quantization, one forward (the baseline itself
+            # where it is the analysis model with every fake quant off)
+            all_off, matched, failed = (reference, identical(), None) if self_baseline \
+                else _models_match(analysis, adapter, run, reference)
             named = _output_names(reference, layers.analysis_outputs, names, metric,
                                   sensitivity, try_fixes)
             tables = {}
@@ -212,13 +244,25 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     result = _result(out, layers, tables)
     result.stages = stages
     result.lang = lang
+    result.baseline_model = "self" if self_baseline else "given"
+    result.models_match = matched
+    result.warnings += _match_warnings(matched, failed)
     _write_comparison(out, earlier, result, layers, tables, analysis_model_type, metric)
     try:
         if trial_copy is not None:
-            document = fixes.try_fixes(trial_copy, adapter, run, reference, named,
-                                       layers.rows, out / "compare_per_layer_out.csv", tables,
+            before = _before_postprocess(out / "compare_per_layer_out.csv", layers.rows,
+                                         baseline, trial_copy, args, kwargs, result)
+            # before post-processing: the tensors entering it; else the model's outputs,
+            # whose pass with every fake quant off the comparison has run already
+            measured = before if before is not None else \
+                {"reference": reference, "names": named, "all_off": all_off}
+            document = fixes.try_fixes(trial_copy, adapter, run, measured.pop("reference"),
+                                       measured.pop("names"), layers.rows,
+                                       out / "compare_per_layer_out.csv", tables,
                                        budget=fix_budget, target=goal, metric=fix_metric,
-                                       progress=progress)
+                                       progress=progress,
+                                       models_differ=matched is not None and not matched["match"],
+                                       **measured)
             result.fix_trials = document
             result.files.append(out / FIX_TRIALS)
             with _writing(out):
@@ -233,6 +277,66 @@ def compare_models(baseline: nn.Module, analysis: nn.Module, inputs, out_dir, *,
     for message in result.warnings:
         warnings.warn(message, ProbeWarning, stacklevel=2)
     return result
+
+
+def _models_match(analysis: nn.Module, adapter: QuantizerAdapter, run,
+                  reference: list) -> tuple[list | None, dict | None, str | None]:
+    """(the analysis model's outputs with every fake quant off, their models_match against
+    ``reference``, why there is none): a model that cannot run so is said, not an end."""
+    try:
+        off = all_off_outputs(analysis, adapter, run)
+    except Exception as exc:  # noqa: BLE001 - whatever the user's forward raises
+        return None, None, _first_line(exc)
+    matched = models_match(reference, off)
+    return off, matched, None if matched is not None else "the outputs differ in shape"
+
+
+def _match_warnings(matched: dict | None, failed: str | None) -> list[str]:
+    if failed is not None:
+        return [f"the analysis model with every fake quant off could not be compared with the "
+                f"baseline ({failed}): whether the two models differ beyond quantization is "
+                f"unknown"]
+    if matched is None or matched["match"]:
+        return []
+    return [f"the analysis model with every fake quant off is not the baseline (output Cosine "
+            f"{matched['fake_quant_off_cosine']:.6g}, largest difference "
+            f"{matched['fake_quant_off_max_abs']}): the two models differ beyond quantization "
+            f"(weights or BN statistics), so every row of the table carries that difference; "
+            f"the quantization error alone is read by comparing the analysis model with itself, "
+            f"fake quant off against on: qcdoctor probe --baseline self, or "
+            f"compare_models(\"self\", analysis, inputs, out_dir)"]
+
+
+def _before_postprocess(table: Path, rows: list[dict], baseline: nn.Module, trial: nn.Module,
+                        args: tuple, kwargs: dict, result: ProbeResult) -> dict | None:
+    """The fix trials' measured tensors (try_fixes' outputs_of, reference, names and
+    before_postprocess) where the analysis model holds post-processing (R5.4): the
+    tensors entering it. None where it holds none, or they cannot be captured (a
+    warning)."""
+    from qcdoctor.probe.postprocess_entries import EntryTaps, entry_rows
+    entries, region = entry_rows(table)
+    if not entries:
+        return None
+    base_name = {r.get("mod_name"): r.get("base_mod_name") or r.get("mod_name") for r in rows}
+    saved = _Saved(_modules(baseline))
+    try:
+        taps = EntryTaps(trial, entries)
+        base_taps = EntryTaps(baseline, [base_name.get(n) or n for n in entries])
+        freeze_observers(baseline)
+        _eval(baseline)
+        with torch.inference_mode():
+            reference = [t.clone() for t in base_taps.run(baseline, args, kwargs)]
+    except Exception as exc:  # noqa: BLE001 - a model the taps cannot follow: said
+        result.warnings.append(f"the model contains post-processing, but the tensors entering "
+                               f"it ({', '.join(entries[:5])}) could not be captured "
+                               f"({_first_line(exc)}): the fix trials are measured on the "
+                               f"model's final outputs")
+        return None
+    finally:
+        saved.restore()
+    return {"outputs_of": lambda model: taps.run(model, args, kwargs),
+            "reference": reference, "names": entries,
+            "before_postprocess": {"entries": entries, "region_rows": region}}
 
 
 def checked_device(device, key: str = "device") -> None:
@@ -377,11 +481,10 @@ def _result(out: Path, layers: LayerRows, tables: dict) -> ProbeResult:
                          fused_intermediates=layers.fused_intermediates,
                          absorbed=layers.absorbed, compared=compared, matched_share=share)
     result.changed_in_place = list(layers.changed)
-    if layers.own_error_partial:
-        result.warnings.append(
-            "the baseline's layer outputs passed the memory budget kept for the layers' own "
-            "error: layer_own_error.csv holds only the layers before that point (the reading "
-            "falls back to the graph for the rest); probe a smaller input to measure them all")
+    result.row_statistics = layers.row_statistics
+    if layers.own_errors:
+        result.own_error = own_error_summary(layers.own_errors)
+        result.warnings += own_error_warnings(layers.own_errors, layers.own_error_partial)
     if layers.changed:
         result.warnings.append(
             f"{len(layers.changed)} layer output(s) were changed in place by the model before "
@@ -639,6 +742,8 @@ def _stage(staging: Path, layers: LayerRows, tables: dict, metric: str) -> list[
         from qcdoctor.probe.fxgraph import write_fx_graph
         paths.append(write_fx_graph(staging / "fx_graph.txt", layers.graph,
                                     layers.graph_names))
+    if layers.calls:
+        paths.append(write_calls(staging, layers.calls))
     if layers.own_errors:
         from qcdoctor.probe.own_error import write_own_error
         paths.append(write_own_error(staging, layers.own_errors))
@@ -752,13 +857,21 @@ def _write_manifest(result: ProbeResult, kind: str, metric: str,
     unmatched = {"baseline_only": listed("baseline_only", result.baseline_only),
                  "analysis_only": listed("analysis_only", result.analysis_only)}
     document = {"origin": "probe", "type": kind, "baseline": baseline, "analysis": analysis,
+                # R5.3: the baseline model ("self": the analysis model, fake quant off) and
+                # the analysis model with every fake quant off against it
+                "baseline_model": result.baseline_model, "models_match": result.models_match,
                 "metric": metric, "sensitivity": bool(result.sensitivity),
                 "layers": len(result.rows), "compared": result.compared,
                 # rows compared / every analysis output; below 0.5 the table is no
                 # layer-by-layer comparison (the warnings say why)
                 "matched_share": round(result.matched_share, 4),
                 "mostly_unmatched": result.mostly_unmatched,
-                "graph": "fx_graph.txt" if "fx_graph.txt" in names else None,
+                # the data flow's file: layer_calls.csv (every probe), else fx_graph.txt
+                "graph": next((n for n in (CALLS_FILE, "fx_graph.txt") if n in names), None),
+                # which computed the row numbers: the C kernel (CPU float32) or torch
+                "row_statistics": result.row_statistics,
+                # layer_own_error.csv's rows measured, and those not measured by reason
+                "own_error": result.own_error,
                 "alignment": alignment,
                 "unmatched": unmatched,
                 "changed_in_place": listed("changed_in_place", result.changed_in_place),

@@ -9,6 +9,9 @@ what was there, so the peak memory is the model twice whatever the number of tri
 
 The figures: the model-output metric (``Cosine``, ``L1`` or ``MSE``) of the output that
 is worst before any fix (``output``), against the baseline's output of the comparison.
+Where the model contains post-processing (knowledge.md R5.4: a topk, argmax, sort or nms
+and what reads its indices), the "outputs" are the tensors entering it instead
+(probe/postprocess_entries.py; ``before_postprocess`` in the file).
 Its error is 1 - Cosine for Cosine, the value itself for L1 and MSE; ``error_removed`` =
 1 - error after / error before, clamped to [0, 1]. The target: ``error_removed`` at least
 a share (0.9 by default) or, for Cosine, the output at least ``cosine_good`` (0.999).
@@ -36,7 +39,9 @@ measured once is never run again (a candidate's int16 trial is reused by the sea
    a. every quantized layer at 16 bits, one pass: when even that misses the target the
       search stops (``reached: false``), and one pass with every fake quant off tells
       the fake quants' ranges (clipping: off reaches the target) from what is no fake
-      quant's doing (a note);
+      quant's doing (a note; where the comparison found the two models differ beyond
+      quantization, R5.3, the note says so). That pass is the comparison's own where it
+      measured the same tensors (not run again);
    b. ranking: each layer by its own error, measured with every other layer at 16 bits
       (one pass per layer; as many layers as the budget allows after keeping back the
       passes of c and d). Measured so, a layer's error stands clear of the others'
@@ -218,12 +223,16 @@ class _Copy:
     every pass is counted, every setting measured once."""
 
     def __init__(self, model: nn.Module, adapter: QuantizerAdapter, slots: list[_Slot], run,
-                 reference: list[torch.Tensor], key: str, budget: int, progress):
+                 reference: list[torch.Tensor], key: str, budget: int, progress,
+                 outputs_of: Callable[[nn.Module], list[torch.Tensor]] | None = None):
         self.model, self.adapter, self.slots, self.run = model, adapter, slots, run
+        # the tensors measured: the model's outputs, or those entering its post-processing
+        self.outputs_of = outputs_of or (lambda m: [t for _, t in flatten_output(run(m))])
         self.reference, self.key, self.budget, self.progress = reference, key, budget, progress
         self.spent = 0
         self.index = 0                      # the output measured
         self._known: dict[frozenset, float] = {}
+        self._seeded: dict[frozenset, list[torch.Tensor]] = {}
 
     def outputs(self, changes: tuple[_Change, ...], label: str) -> list[torch.Tensor]:
         if self.spent >= self.budget:
@@ -234,7 +243,7 @@ class _Copy:
                 undo.append(self._apply(change))
             self.spent += 1
             with torch.inference_mode():
-                outputs = [t for _, t in flatten_output(self.run(self.model))]
+                outputs = self.outputs_of(self.model)
         finally:
             for step in reversed(undo):
                 step()
@@ -245,6 +254,11 @@ class _Copy:
                              f"{len(self.reference)} before")
         return outputs
 
+    def seed(self, changes: frozenset, outputs: list[torch.Tensor]) -> None:
+        """Outputs of a setting measured outside the copy (the same model), kept as if
+        measured here; the output measured is chosen before."""
+        self._seeded[changes] = outputs
+
     def known(self, changes: tuple[_Change, ...]) -> bool:
         return frozenset(changes) in self._known
 
@@ -253,7 +267,9 @@ class _Copy:
         known = frozenset(changes)
         value = self._known.get(known)
         if value is None:
-            out = self.outputs(changes, label)[self.index]
+            seeded = self._seeded.get(known)
+            out = seeded[self.index] if seeded is not None else \
+                self.outputs(changes, label)[self.index]
             value = self.metric(self.reference[self.index], out)
             self._known[known] = value
         return value
@@ -292,6 +308,7 @@ class _Search:
         self.before_error = math.nan
         self.notes: list[str] = []
         self.prior_from_table = False          # the ranking's prior: sensitivity or steps
+        self.models_differ = False             # every fake quant off is not the baseline
 
     # -- figures ------------------------------------------------------------------------
 
@@ -487,6 +504,11 @@ class _Search:
         if self.meets(floor):
             why = ("within it: the error comes from the fake quants' ranges (values clipped), "
                    "not from their steps")
+        elif self.models_differ:
+            why = ("still short: the two models differ beyond quantization (weights or BN "
+                   "statistics; probe_run.yaml's models_match), so no quantization setting "
+                   "reaches the baseline; compare the analysis model with itself, fake quant "
+                   "off against on (--baseline self), to measure the quantization error alone")
         else:
             why = ("still short: the rest is no fake quant's doing (a look-up table, an op "
                    "computed otherwise), or the baseline is quantized itself")
@@ -546,14 +568,25 @@ def try_fixes(copy: nn.Module, adapter: QuantizerAdapter, run: Callable[[nn.Modu
               reference: list[torch.Tensor], names: list[str], rows: list[dict],
               compare_table: Path, tables: dict[str, list[tuple]], *, budget: int,
               target: Target, metric: str,
-              progress: Callable[[str, int, int], None] | None = None) -> dict:
+              progress: Callable[[str, int, int], None] | None = None,
+              outputs_of: Callable[[nn.Module], list[torch.Tensor]] | None = None,
+              before_postprocess: dict | None = None,
+              all_off: list[torch.Tensor] | None = None,
+              models_differ: bool | None = None) -> dict:
     """The fix_trials.yaml document of the trials on ``copy`` (a deep copy of the analysis
     model in eval mode, observers frozen: changed and restored here, never the user's).
 
     run: one forward call of a model on the probe's input. reference: the baseline's
     output tensors; names: their names. rows: the comparison's rows; compare_table: the
     compare_per_layer_out file written from them (read back by the collectors' reader).
-    tables: the sensitivity tables by output name (may be empty)."""
+    tables: the sensitivity tables by output name (may be empty).
+
+    outputs_of: the tensors measured in place of the model's outputs (``reference`` and
+    ``names`` are then the baseline's of those): the tensors entering the model's
+    post-processing, ``before_postprocess`` ({entries, region_rows}) says so in the file.
+    all_off: the measured tensors of the analysis model with every fake quant off, when the
+    comparison ran that pass already (the floor of step 4a is not run again);
+    models_differ: what the comparison found of that pass (probe/model_match.py)."""
     quantizers = enabled_quantizers(copy, adapter)
     read = getattr(adapter, "qparams", None)
     swaps = callable(read) and callable(getattr(adapter, "swap", None))
@@ -567,8 +600,9 @@ def try_fixes(copy: nn.Module, adapter: QuantizerAdapter, run: Callable[[nn.Modu
         layer = layers.setdefault(name, _Layer(name, [], order.get(name, len(rows))))
         layer.slots.append(index)
     key = METRICS[metric]
-    copy_run = _Copy(copy, adapter, slots, run, reference, key, budget, progress)
+    copy_run = _Copy(copy, adapter, slots, run, reference, key, budget, progress, outputs_of)
     search = _Search(copy_run, layers, target, metric, _base_ranges(rows), swaps)
+    search.models_differ = bool(models_differ)
     if not swaps:
         search.notes.append("adapter_limited: the quantizer adapter has no qparams() and "
                             "swap(): only the float trials ran, no 16-bit search")
@@ -589,6 +623,22 @@ def try_fixes(copy: nn.Module, adapter: QuantizerAdapter, run: Callable[[nn.Modu
                 "target": target.as_dict(), "budget": budget, "forwards": 0,
                 "candidates": [], "trials": [], "greedy": None, "notes": search.notes,
                 "caveats": list(CAVEATS)}
+    if search.models_differ:
+        search.notes.append("models_differ: the analysis model with every fake quant off does "
+                            "not compute the baseline's outputs (probe_run.yaml's models_match): "
+                            "every figure here carries that difference besides quantization")
+    if before_postprocess is not None:
+        document["before_postprocess"] = before_postprocess      # only where it applies
+        search.notes.append(f"before_postprocess: the model contains post-processing "
+                            f"({before_postprocess['region_rows']} row(s) from its first "
+                            f"selection op); every figure is taken on the tensors entering it "
+                            f"({', '.join(before_postprocess['entries'])}), not on the model's "
+                            f"final outputs")
+    if all_off is not None and len(all_off) == len(reference):
+        # the comparison's pass with every fake quant off, measured the same way: the
+        # floor of the search's step a costs no pass of its own
+        every_off = frozenset(_Change(i, "off") for i in range(len(slots)))
+        copy_run.seed(every_off, all_off)
     search.before = document["before"]
     search.before_error = search.error(search.before) if values else math.nan
     if not math.isfinite(search.before_error):

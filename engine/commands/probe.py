@@ -26,8 +26,11 @@ ABOUT = dict(help="measure layer metrics of two torch models and write them as "
 
 
 def declare(command) -> None:
-    command.add_argument("--baseline", required=True, metavar="MOD:ATTR",
-                         help="the reference model, or a function returning it")
+    command.add_argument("--baseline", required=True, metavar="MOD:ATTR|self",
+                         help="the reference model, or a function returning it; self: the "
+                              "analysis model itself with every fake quant off (the "
+                              "quantization error alone, where the two models differ "
+                              "beyond quantization)")
     command.add_argument("--analysis", required=True, metavar="MOD:ATTR",
                          help="the model to check (fake-quantized), or a function returning it")
     command.add_argument("--inputs", required=True, metavar="FILE.pt",
@@ -78,6 +81,7 @@ def run(args, parser) -> int:
         from qcdoctor.probe import compare_models
         from qcdoctor.probe.compare import check_out_dir, checked_device, checked_stages
         from qcdoctor.probe.loading import load_inputs, load_model
+        from qcdoctor.probe.model_match import SELF
         from qcdoctor.probe.sensitivity import check_output_names
     except ImportError as exc:
         raise QcdoctorError(f"qcdoctor probe needs torch ({exc})",
@@ -92,7 +96,9 @@ def run(args, parser) -> int:
         checked_device(args.device, key="--device")
         stages = checked_stages(_stages(args), args.type, key="--stages")
         check_out_dir(Path(args.out))
-        baseline = load_model(args.baseline, "--baseline")
+        # self: the analysis model with every fake quant off, made by compare_models
+        baseline = SELF if args.baseline.strip() == SELF else \
+            load_model(args.baseline, "--baseline")
         analysis = load_model(args.analysis, "--analysis")
         inputs = load_inputs(Path(args.inputs))
         result = compare_models(baseline, analysis, inputs, Path(args.out),
@@ -104,6 +110,11 @@ def run(args, parser) -> int:
                                 stages=stages, lang=lang)
     lines = [fill(words["done"], {"rows": len(result.rows), "out": args.out,
                                   "files": len(result.files)}, lang)]
+    if result.baseline_model == SELF:
+        lines.append(words["self_baseline"])
+    elif result.models_match is not None and not result.models_match["match"]:
+        lines.append(fill(words["models_differ"],
+                          {"cosine": result.models_match["fake_quant_off_cosine"]}, lang))
     for side, unmatched in (("baseline", result.baseline_only), ("analysis", result.analysis_only)):
         if unmatched:
             lines.append(fill(words["unmatched"], {"count": len(unmatched), "side": words[side],
@@ -190,5 +201,9 @@ def fix_lines(document: dict, words: dict, lang: str) -> list[str]:
         lines.append(fill(words[key], {"count": len(layers), "names": shown, "metric": metric,
                                        "after": greedy["after"],
                                        "removed": greedy["error_removed"]}, lang))
+    before = document.get("before_postprocess")
+    if before is not None:
+        lines.append(fill(words["fix_before_postprocess"],
+                          {"entries": ", ".join(before["entries"][:8])}, lang))
     lines.append(words["fix_caveat"])
     return lines

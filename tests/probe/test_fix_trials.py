@@ -216,7 +216,9 @@ def test_a_search_that_cannot_reach_the_target_says_why(tmp_path):
     doc = result.fix_trials
     check_contract(doc)
     greedy = doc["greedy"]
-    assert greedy is not None and not greedy["reached"] and greedy["forwards"] == 2
+    # one pass: every layer at 16 bits; the pass with every fake quant off is the
+    # comparison's own (R5.3), reused
+    assert greedy is not None and not greedy["reached"] and greedy["forwards"] == 1
     assert greedy["error_removed"] < 0.9 and greedy["after"] < 0.999
     note = next(n for n in doc["notes"] if n.startswith("int16_short:"))
     assert "within it" in note and "clipped" in note
