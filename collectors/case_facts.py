@@ -12,6 +12,7 @@ from qcdoctor.collectors.dump_facts import collect_dumps
 from qcdoctor.collectors.environment import detect_march, installed_versions
 from qcdoctor.collectors.files import CaseFiles
 from qcdoctor.collectors.platform import platform_fact
+from qcdoctor.collectors.prepare_environment import with_prepare_environment, with_prepare_march
 from qcdoctor.collectors.qa_files import COMPARE_NAMES, SENSITIVITY_RE
 from qcdoctor.collectors.quant_analysis import collect_quant_analysis, place_folders
 from qcdoctor.collectors.series import split_series
@@ -278,10 +279,14 @@ def collect_case(case: Case, *, environ=None, cwd: Path | None = None,
         pair["locations"] = joined(*(case_key(case, f"artifacts.dumps.{pair[side]}")
                                      for side in ("left", "right")))
     artifacts, series = split_series(artifacts)
+    # what prepare said it ran with (model_check_result): versions, march
+    checks = iter(with_prepare_march([f for f in artifacts if f["type"] == "march_check"],
+                                     artifacts))
+    artifacts = [next(checks) if f["type"] == "march_check" else f for f in artifacts]
     stages = with_stage_locations(derive_stage_facts(case, dump_pairs), case, dump_pairs)
     place_folders(artifacts, stages, case)
     return (stages + [case_fact(case)] + evidence_facts(case)
-            + platform + version_facts(case, installed)
+            + with_prepare_environment(platform + version_facts(case, installed), artifacts)
             + user_check_facts(case) + [consistency_fact(case)]
             + analysis_facts(case, _sensitivity_folders(artifacts),
                              absent_outputs(case, files, artifacts),

@@ -344,6 +344,7 @@ def _march(calls, config, platform, board_march, script_source, config_source,
     sources = [s for s in (script_source, config_source, platform.get("source", ""),
                            board_march[1] if board_march else "") if s]
     return [{"type": "march_check", **{k: _text(v) for k, v in values.items()},
+             "prepare": "",             # model_check_result's, where one is read (case_facts)
              "consistent": consistent,
              "differing": ", ".join(f"{k}={v}" for k, v in known.items()) if len(distinct) > 1 else "",
              "source": "; ".join(sources),

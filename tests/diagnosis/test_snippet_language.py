@@ -330,6 +330,7 @@ ENGLISH_DIGESTS = {
     "fixed_scale": "9c73cee30c7519ea895e390a4e890db6b1b269eccc1583fa9d23a8e0f1a2b139",
     "lut_bisect": "32794c021088bf76ef860aa4aa44bf18f96c9d548099c53a53de2d2c17cafe8a",
     "measured_fix": "0c66c5579090591fb7a40d6ad8101654cf1a820ec14d6c9423c0e3d9fa359775",
+    "own_module": "1bc005ac0c5d83e8eba2310f93dad86408e0913c7db8c08fe21142ae8c55ee9b",
     "probe_fix_trials": "478091988923fdeabc54f2177b5507a698d0cd9b8067d4eaa3abf8e2b90fac19",
     "qdq_compare": "591f42a9e8e5c29861aad77b65c8cc392b1cbfc110798a0ded9a4eeaf1575b8f",
     "qint16": "cd495ed7924ddfa17106fac759d575fde2a5feb524e93fd9b3675fe0b5dd8e1f",
