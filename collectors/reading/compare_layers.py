@@ -99,6 +99,16 @@ def load_compare(path: Path) -> LayerTable:
                 table.problems.append(reason("inf in {column} was treated as missing",
                                              column=column))
                 frame[column] = np.where(infinite, np.nan, values)
+    if "cosine" in frame:
+        # a Cosine is within [-1, 1] (a little past it by rounding); 1e308 is no Cosine, and
+        # a step between two such values is no finite number
+        values = frame["cosine"].to_numpy(dtype=float)
+        outside = np.abs(values) > COSINE_LIMIT
+        if outside.any():
+            table.problems.append(reason("{count} value(s) in {column} outside [-1, 1] were "
+                                         "treated as missing", count=int(outside.sum()),
+                                         column="cosine"))
+            frame["cosine"] = np.where(outside, np.nan, values)
     table.frame = frame
     columns = set(frame.columns)
     layout = ("23" if {"mse", "kl", "sqnr"} <= columns else
@@ -143,6 +153,9 @@ class LayerReading:
     @property
     def located(self) -> bool:
         return self.pattern in LOCATED
+
+
+COSINE_LIMIT = 1.001        # |Cosine| past this is no Cosine (float32 rounding stays well within)
 
 
 def numeric_column(frame: pd.DataFrame, column: str) -> np.ndarray:
