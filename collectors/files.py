@@ -28,7 +28,11 @@ _SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules"}
 MiB = 1 << 20
 # the largest file of each kind that is read (dumps are streamed in chunks: no cap)
 SIZE_CAPS = {
-    "table": 512 * MiB,        # QuantAnalysis text/CSV tables, fx_graph, model_check_result
+    "table": 512 * MiB,        # QuantAnalysis text/CSV tables, model_check_result
+    # fx_graph.txt, layer_calls.csv, layer_own_error.csv: held as a node or a row object
+    # per line (about 12x their size in memory), so capped lower: a 64 MiB graph holds half
+    # a million nodes, ten times the largest real model's
+    "graph": 64 * MiB,
     "pickle": 1024 * MiB,      # .pt files: loaded whole into memory
     "script": 8 * MiB,         # the compile script
     "config": 8 * MiB,         # hb_compile YAML

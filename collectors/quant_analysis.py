@@ -550,7 +550,7 @@ def _graph(case: Case, facts: list[dict], files: CaseFiles) -> Graph | None:
                               case.source("artifacts.fx_graph"),
                               case_key(case, "artifacts.fx_graph")))
         return None
-    loaded = _read(facts, rel, load_graph, path, files=files, kind="table")
+    loaded = _read(facts, rel, load_graph, path, files=files, kind="graph")
     if loaded is None:
         return None
     graph, hints = loaded
@@ -568,7 +568,7 @@ def _folder_graph(facts: list[dict], rel: str, found: dict, files: CaseFiles) ->
     if "fx_graph.txt" not in found:
         return None
     grel = f"{rel}/fx_graph.txt" if rel != "." else "fx_graph.txt"
-    loaded = _read(facts, grel, load_graph, found["fx_graph.txt"], files=files, kind="table")
+    loaded = _read(facts, grel, load_graph, found["fx_graph.txt"], files=files, kind="graph")
     return loaded[0] if loaded else None
 
 
@@ -580,7 +580,7 @@ def _layer_calls(facts: list[dict], rel: str, found: dict, files: CaseFiles) -> 
         return None
     lrel = f"{rel}/{LAYER_CALLS_FILE}" if rel != "." else LAYER_CALLS_FILE
     loaded = _read(facts, lrel, load_layer_calls, found[LAYER_CALLS_FILE], files=files,
-                   kind="table")
+                   kind="graph")
     if loaded is None:
         return None
     calls, problems = loaded
@@ -596,7 +596,7 @@ def _own_errors(facts: list[dict], rel: str, found: dict, files: CaseFiles) -> d
         return None
     orel = f"{rel}/{OWN_ERROR_FILE}" if rel != "." else OWN_ERROR_FILE
     loaded = _read(facts, orel, load_own_error, found[OWN_ERROR_FILE], files=files,
-                   kind="table")
+                   kind="graph")
     if loaded is None:
         return None
     rows, problems = loaded
