@@ -632,6 +632,8 @@ def check_out_dir(out: Path) -> list[str]:
         raise QcdoctorError(f"the output folder holds files qcdoctor probe did not write "
                             f"({', '.join(foreign[:3])})", file=str(out),
                             fix="give a new or empty folder (an earlier probe output is replaced)")
+    if listed is None:          # nothing but temporaries (another run's, or a killed one's)
+        return []
     return [name for name in listed if name != PROBE_MANIFEST and os.path.lexists(out / name)]
 
 
@@ -728,11 +730,34 @@ def _write_comparison(out: Path, earlier: list[str], result: ProbeResult, layers
         staging = Path(tempfile.mkdtemp(prefix=f"{_TEMPORARY}probe-", suffix=".tmp", dir=out))
         try:
             staged = _stage(staging, layers, tables, metric)
-            _publish(out, staging, staged, earlier, result, kind, metric)
+            with _folder_lock(out):
+                # another probe into this folder may have put its files in place since this
+                # one looked: read what is there again, under the lock
+                earlier = check_out_dir(out)
+                _publish(out, staging, staged, earlier, result, kind, metric)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
             if created and not result.files:    # nothing put in place: no folder left
                 _remove_empty(out)
+
+
+@contextmanager
+def _folder_lock(out: Path):
+    """The output folder locked while a probe puts its files in place: a second probe into
+    it at once waits, then replaces the first's output whole, as a rerun does; their files
+    never mix. The lock is the folder's own (flock on its descriptor: no lock file, and
+    released by the system however the process ends)."""
+    try:
+        import fcntl
+    except ImportError:                 # no flock (Windows): one probe a folder at a time
+        yield
+        return
+    fd = os.open(out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                    # releases the lock
 
 
 def _stage(staging: Path, layers: LayerRows, tables: dict, metric: str) -> list[str]:
