@@ -174,9 +174,11 @@ class EagerOwnTap:
         return _rerun(call, args, kwargs, inplace)
 
     def _measure(self, key, layer, module, base, own) -> None:
-        if not isinstance(own, torch.Tensor):
+        if not isinstance(own, torch.Tensor) or own.is_nested:
             self.reasons.setdefault(key, NOT_RERUNNABLE)
             return
+        if own.layout is not torch.strided:     # sparse: compared densely, as its row is
+            own = own.to_dense()
         qscale, _ = output_scale(layer.quantizer)
         side = self.sides(self.counterpart[key]) if self.sides is not None else None
         numbers = own_numbers(base, own.detach(), qscale,

@@ -26,8 +26,11 @@ class Recorder:
 
     def report(self, layer: Layer, value, producer: Key | None, reads: tuple = ()) -> list[Key]:
         """The keys of ``value``'s tensors; ``reads``: the keys of the outputs it read."""
-        if type(value) is torch.Tensor and not value.is_quantized and value.is_floating_point():
-            # the common case, without a copy of it
+        if type(value) is torch.Tensor and not value.is_quantized and \
+                value.is_floating_point() and value.layout is torch.strided and \
+                not value.is_nested:
+            # the common case, without a copy of it (sparse and nested tensors are
+            # flattened below: made dense, or split into their components)
             name = layer.name
             seen = self.seen.get(name, 0)
             self.seen[name] = seen + 1

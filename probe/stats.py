@@ -22,9 +22,15 @@ from qcdoctor.probe import fused
 
 def flatten_output(value, name: str = "") -> list[tuple[str, torch.Tensor]]:
     """A module output as named float tensors: tensors, quantized tensors and anything
-    with ``dequantize()``, inside tuples, lists and dicts (``name[0]``, ``name[key]``)."""
+    with ``dequantize()``, inside tuples, lists and dicts (``name[0]``, ``name[key]``); a
+    sparse tensor made dense, a nested one's components each a tensor (``name[0]``)."""
     if isinstance(value, torch.Tensor):
+        if value.is_nested:                 # a jagged batch: its components, one a row
+            return [item for i, part in enumerate(value.unbind())
+                    for item in flatten_output(part, f"{name}[{i}]")]
         tensor = value.dequantize() if value.is_quantized else value
+        if tensor.layout != torch.strided:  # sparse: the same values, laid out densely
+            tensor = tensor.to_dense()
         if tensor.is_complex():
             return []
         return [(name, tensor.detach())]
