@@ -554,6 +554,7 @@ def _graph(case: Case, facts: list[dict], files: CaseFiles) -> Graph | None:
     if loaded is None:
         return None
     graph, hints = loaded
+    _short_rows(facts, rel, graph)
     facts += [{"type": "deploy_branch_hint", "node": h["node"], "target": h["target"],
                "source": f"{rel} line {h['line']}", "locations": at(rel, h["line"])}
               for h in hints[:20]]
@@ -569,7 +570,21 @@ def _folder_graph(facts: list[dict], rel: str, found: dict, files: CaseFiles) ->
         return None
     grel = f"{rel}/fx_graph.txt" if rel != "." else "fx_graph.txt"
     loaded = _read(facts, grel, load_graph, found["fx_graph.txt"], files=files, kind="graph")
+    if loaded:
+        _short_rows(facts, grel, loaded[0])
     return loaded[0] if loaded else None
+
+
+def _short_rows(facts: list[dict], rel: str, graph: Graph) -> None:
+    """An fx_graph.txt row without its args cell is left out, and said (the rest of the
+    graph is read)."""
+    if graph.short_lines:
+        lines = ", ".join(map(str, graph.short_lines[:5]))
+        facts.append(_problem(rel, reason("{count} row(s) without their args cell were not "
+                                          "read: line(s) {lines}",
+                                          count=len(graph.short_lines), lines=lines), True,
+                              f"{rel} line {graph.short_lines[0]}",
+                              at(rel, graph.short_lines[0])))
 
 
 def _layer_calls(facts: list[dict], rel: str, found: dict, files: CaseFiles) -> dict | None:

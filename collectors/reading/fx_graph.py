@@ -60,6 +60,7 @@ class Graph:
     quantized_by: dict[str, str] = field(default_factory=dict)
     # the probe's graph says which compare_per_layer row each node reports as (mod_name)
     row_nodes: dict[str, str] = field(default_factory=dict)      # mod_name -> node name
+    short_lines: list[int] = field(default_factory=list)        # rows without their args
 
     # built on first use, after loading: (exact target hash -> orders, suffix hash ->
     # order of the first target ending in it, [targets in order])
@@ -150,7 +151,8 @@ def load_graph(path: Path) -> tuple[Graph, list[dict]]:
     row_at = lower.index("mod_name") if "mod_name" in lower else None
     graph, hints = Graph(), []
     for line, cells in rows:
-        if len(cells) <= args_at:
+        if len(cells) <= args_at:           # a row cut short: the rest is read, this said
+            graph.short_lines.append(line)
             continue
         name, opcode, target, args = cells[name_at], cells[op_at], cells[target_at], cells[args_at]
         if kwargs_at is not None and len(cells) > kwargs_at:

@@ -89,3 +89,25 @@ def test_a_graph_past_its_cap_is_refused_naming_it(tmp_path, monkeypatch):
     report = triage_path(case, use_env=False, lang="en")
     problems = [f["problem"] for f in report["facts"] if f["type"] == "artifact_problem"]
     assert any("1 MiB" in p and "graph" in p for p in problems), problems
+
+
+def test_one_short_row_leaves_the_rest_of_the_graph_read_and_is_said(tmp_path):
+    case = tmp_path / "case"
+    write_compare(case / "qa_convert", [layer("conv1", 0.9999), layer("conv2", 0.5),
+                                        layer("conv3", 0.49)])
+    text = _graph_text([("placeholder", "x", "x", "()", "{}", ""),
+                        ("call_module", "conv1", "conv1", "(x,)", "{}", ""),
+                        ("call_module", "conv2", "conv2", "(conv1,)", "{}", ""),
+                        ("call_module", "conv3", "conv3", "(conv2,)", "{}", "")])
+    lines = text.splitlines()
+    lines.insert(5, "call_module  cut")                    # a row cut short
+    (case / "fx_graph.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (case / "case.yaml").write_text("symptom: x\nplatform: {chip: J6E}\n", encoding="utf-8")
+    report = triage_path(case, use_env=False, lang="en")
+    problems = [f for f in report["facts"] if f["type"] == "artifact_problem"]
+    assert any("without their args cell" in p["problem"] and "line(s) 6" in p["problem"]
+               and p["partial"] for p in problems), problems
+    loaded = [f for f in report["facts"] if f["type"] == "graph_loaded"]
+    assert loaded and loaded[0]["nodes"] == 4
+    origin = next(f for f in report["facts"] if f["type"] == "layer_origin")
+    assert origin["layer"] == "conv2" and origin["reading"] == "graph"
