@@ -325,6 +325,8 @@ ENGLISH_DIGESTS = {
     "consistency_level": "ee04a51691a8e906199c7c75eb6c59fe763156c588dbfce168da6d43f4705861",
     "convert_analysis": "92ffbf8a6efc93a8b5a697b6f8dba11c1ea18014cfcf1573069d7e992ff8fbbf",
     "convert_sensitivity": "dba4cd08b87f0fe7fb536e90159dbe6993812fbaab82235b647d584c793caebf",
+    "convert_sensitivity_pending":
+        "53784a5b370f81ff56a5755f0d085c6f2ab0f0506d50fc78ddb4e4d2f8b8b54d",
     "evaluate_stage": "8acc270c2bcaa9d5a7a616fb57549900cf7731acf3b09af9062871a0243c01ba",
     "export_state_check": "d543e622dad026ff0b5ac37c7af03e71f4a150a9932c5bba2420564bb8e163fc",
     "fixed_scale": "9c73cee30c7519ea895e390a4e890db6b1b269eccc1583fa9d23a8e0f1a2b139",

@@ -1,0 +1,95 @@
+"""knowledge.md §18 R5.7 and R5.11, as a user meets them, in both languages: a comparison
+the case already holds is never proposed again (its pending sensitivity step is), every
+QuantAnalysis run costs "analyse"; with x86 normal and the board abnormal the headline and
+the first actions are board integration, never a compile setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qcdoctor.engine.diagnosis.triage import triage_path
+from qcdoctor.engine.matching.rulebook import load_rules
+from qcdoctor.engine.reports.formats import render_output
+from tests.qa.writers import layer, write_compare
+
+CONVERT_CASE = """symptom: mAP drops after convert
+evidence: [dataset_eval]
+badcase: available
+platform: {chip: J6E}
+versions: {horizon-plugin-pytorch: 3.2.1, horizon-plugin-profiler: 3.2.1, hbdk4-compiler: 4.6.0}
+stages:
+  qat_bc: {metric: mAP, value: 0.449}
+  quantized_bc: {metric: mAP, value: 0.391}
+analyses_run: [{type: convert, baseline: qat_bc, analysis: quantized_bc, out_dir: qa_convert}]
+"""
+
+
+def _convert_case(tmp_path: Path) -> Path:
+    case = tmp_path / "case"
+    write_compare(case / "qa_convert", [layer("a", 0.9999), layer("b", 0.9998),
+                                        layer("c", 0.6), layer("d", 0.58)])
+    (case / "case.yaml").write_text(CONVERT_CASE, encoding="utf-8")
+    return case
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_comparison_in_the_case_is_not_proposed_again(tmp_path, lang):
+    case = _convert_case(tmp_path)
+    report = triage_path(case, use_env=False, lang=lang)
+    ids = [a["id"] for a in report["next_actions"]]
+    assert "qa_convert" not in ids and "qa_convert_sens" in ids, ids
+    pending = next(a for a in report["next_actions"] if a["id"] == "qa_convert_sens")
+    assert pending["cost"] == "analyse"
+    # its code runs the sensitivity alone, never the per-layer comparison again
+    assert "sensitivity()" in pending["code"] and "compare_per_layer" not in pending["code"]
+    assert "QuantAnalysis(qat_bc" not in pending["code"]
+    for fmt in ("md", "html", "json", "sarif", "junit"):
+        assert render_output(report, fmt)
+
+
+def test_every_quant_analysis_run_costs_analyse():
+    costs = {(r.id, r.then["next_action"].get("cost")) for r in load_rules()
+             if (r.then.get("next_action") or {}).get("kind") == "quant_analysis"}
+    assert costs and {cost for _, cost in costs} == {"analyse"}, sorted(costs)
+
+
+BOARD_CASE = """symptom: board output wrong
+evidence: [dataset_eval]
+badcase: available
+platform: {chip: J6E}
+stages:
+  quantized_bc: {status: normal}
+  hbm_x86: {status: %s}
+  board: {status: abnormal}
+deploy:
+  config: hb_compile.yaml
+"""
+
+
+def _board_case(tmp_path: Path, x86: str) -> Path:
+    case = tmp_path / x86
+    case.mkdir()
+    (case / "case.yaml").write_text(BOARD_CASE % x86, encoding="utf-8")
+    (case / "hb_compile.yaml").write_text("model_parameters:\n  march: nash-e\n"
+                                          "compiler_parameters:\n  core_num: 4\n",
+                                          encoding="utf-8")
+    return case
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_x86_normal_board_abnormal_is_board_integration_whatever_core_num_says(tmp_path, lang):
+    report = triage_path(_board_case(tmp_path, "normal"), use_env=False, lang=lang)
+    assert (report["conclusion"]["stage"], report["conclusion"]["suspect"]) == \
+        ("user_side", "board_integration")
+    first = [a["id"] for a in report["next_actions"][:2]]
+    assert "fix_check:core_num" not in first
+    fired = [e["rule"] for e in report["conclusion"]["evidence"] if not e["overridden"]]
+    assert "ST150" not in fired and "ST090" in fired
+
+
+def test_x86_abnormal_too_reads_the_compile_setting(tmp_path):
+    report = triage_path(_board_case(tmp_path, "abnormal"), use_env=False, lang="en")
+    assert report["conclusion"]["suspect"] == "core_num"
+    assert report["next_actions"][0]["id"] == "fix_check:core_num"
