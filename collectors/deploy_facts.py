@@ -10,6 +10,12 @@ import re
 from dataclasses import dataclass, field
 
 from qcdoctor.collectors.case_file import Case
+from qcdoctor.collectors.deploy_discovery import (
+    CONFIG_NAME_WORDS,
+    chosen,
+    find_compile_configs,
+    find_compile_scripts,
+)
 from qcdoctor.collectors.deploy_script import (
     PLUGIN_CALLS,
     UNKNOWN,
@@ -19,7 +25,7 @@ from qcdoctor.collectors.deploy_script import (
     read_script,
 )
 from qcdoctor.collectors.files import ArtifactRefused, CaseFiles
-from qcdoctor.collectors.hb_compile_yaml import read_hb_compile
+from qcdoctor.collectors.hb_compile_yaml import NORM_TYPES, read_hb_compile
 from qcdoctor.collectors.reasons import artifact_problem, reason
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.fact_types import MARCHES
@@ -31,6 +37,10 @@ COMPARED = {"normalisation": "input_preprocessing", "color": "input_preprocessin
             "padding": "padding", "postprocess": "pre_post_nodes"}
 NHWC_SOURCES = ("pyramid", "resizer")
 PROFILER_DECIMALS_HALF = 0.5e-7         # QuantAnalysis tables print 7 decimals
+# hb_compile / hb_mapper configs print 6-8 digits: their values agree within this
+# relative difference (knowledge.md R5.9: 0.01712475 is 1/58.395)
+CONFIG_RELATIVE = 1e-3
+SCRIPT_NAME_WORDS = ("compile", "hb_", "deploy", "convert")
 
 
 def _text(value) -> str:
@@ -79,28 +89,58 @@ class DeployFiles:
     config: dict | None = None
     config_source: str = ""
     problems: list[dict] = field(default_factory=list)
+    found: list[dict] = field(default_factory=list)     # deploy_found facts
 
 
 def read_deploy_files(case: Case, files: CaseFiles | None = None) -> DeployFiles:
+    """The script and config case.yaml names (deploy.script / deploy.config), else the
+    ones found in the case folder, as the intake finds them."""
     files = files or CaseFiles(case.folder)
-    deploy = case.get("deploy", {})
+    deploy = dict(case.get("deploy", {}))
     problems: list[dict] = []
+    found = _discover(case, deploy, files) if case.folder is not None else []
     calls, script_source = _script(case, deploy, problems, files)
     config, config_source = _config(case, deploy, problems, files)
-    return DeployFiles(calls, script_source, config, config_source, problems)
+    return DeployFiles(calls, script_source, config, config_source, problems, found)
+
+
+def _discover(case: Case, deploy: dict, files: CaseFiles) -> list[dict]:
+    """deploy_found facts for a script / config case.yaml does not name, and the one
+    chosen written into ``deploy`` (a copy) as if named: several candidates are all
+    named, and the one whose name says what it is read (none when that leaves several)."""
+    facts = []
+    for kind, finder, words in (("script", find_compile_scripts, SCRIPT_NAME_WORDS),
+                                ("config", find_compile_configs, CONFIG_NAME_WORDS)):
+        if deploy.get(kind):
+            continue
+        candidates = finder(case.folder, files)
+        if not candidates:
+            continue
+        pick = chosen(candidates, words)
+        if pick:
+            deploy[kind] = pick
+        facts.append({"type": "deploy_found", "kind": kind, "file": pick or "",
+                      "candidates": ", ".join(candidates), "count": len(candidates),
+                      "source": pick or ", ".join(candidates),
+                      "locations": joined(*(at(c) for c in candidates))})
+    return facts
 
 
 def stated_march(read: DeployFiles) -> tuple[str, str, list[dict]] | None:
     """(march, source, locations) when the script's convert and compile calls and the
     config name one known march between them: the platform the user deploys to, for a
-    case that names none itself (knowledge.md §7 asks for it, §10 compares it)."""
+    case that names none itself (knowledge.md §7 asks for it, §10 compares it). A file
+    found in the case folder, not named in case.yaml, names no platform: its march is only
+    offered to confirm (the intake's chip default)."""
+    unnamed = {f["file"] for f in read.found}
+    calls = [] if read.script_source in unnamed else read.calls
     found = []
     for name in ("convert", "compile"):
-        call = _last(read.calls, name)
+        call = _last(calls, name)
         if call is not None and isinstance(call.args.get("march"), str):
             found.append((call.args["march"], f"{read.script_source} line {call.line}",
                           at(read.script_source, call.line)))
-    if read.config and read.config.get("march"):
+    if read.config and read.config.get("march") and read.config_source not in unnamed:
         found.append((read.config["march"], f"{read.config_source} (model_parameters.march)",
                       at(read.config_source)))
     marches = {m.strip().lower() for m, _, _ in found}
@@ -153,9 +193,22 @@ def collect_deploy(case: Case, platform: dict, board_march: tuple[str, str] | No
             normalised_at = (f"{script_source} line {preprocess.line}",
                              at(script_source, preprocess.line))
     elif _config_normalisation(config):
-        # hb_compile inserts the normalisation its mean/scale/std values describe
-        board.update(_config_normalisation(config))
-        normalised_at = (f"{config_source} (input_parameters, input 0)", at(config_source))
+        # hb_compile inserts the normalisation its norm_type and values describe
+        config_map = _config_normalisation(config)
+        board.update(config_map)
+        normalised_at = (f"{config_source} (input_parameters, input {config_map['input']})",
+                         at(config_source))
+    facts += read.found
+    if config:
+        facts += _config_facts(config, config_source, bool(script_source))
+    config_color = _config_color(config)
+    if config_color and not train.get("color"):
+        # the config says what the model was trained on: no question for it
+        train["color"] = config_color
+    elif config_color and str(train["color"]).lower() in ("rgb", "bgr") \
+            and config_color in ("rgb", "bgr"):
+        facts.append(_color_against_config(case, train["color"], config_color,
+                                           config_source))
     if script_source:
         names = {c.name for c in calls}
         facts.append({"type": "deploy_script", "read": True,
@@ -184,7 +237,7 @@ def _script(case, deploy, facts, files):
     if not name or case.folder is None:
         return [], ""
     path = case.folder / name
-    if not os.path.lexists(path):
+    if not os.path.lexists(path) and case.get("deploy", {}).get("script"):
         facts.append({**artifact_problem(name, reason("file not found"), False,
                                          case.source("deploy.script")),
                       "locations": case_key(case, "deploy.script")})
@@ -204,7 +257,7 @@ def _config(case, deploy, facts, files):
     if not name or case.folder is None:
         return None, ""
     path = case.folder / name
-    if not os.path.lexists(path):
+    if not os.path.lexists(path) and case.get("deploy", {}).get("config"):
         facts.append({**artifact_problem(name, reason("file not found"), False,
                                          case.source("deploy.config")),
                       "locations": case_key(case, "deploy.config")})
@@ -229,7 +282,7 @@ def _comparisons(case, train, board, deploy, preprocess, normalised_at, train_at
     config states; ``train_at``: the same for training values not from case.yaml."""
     if not (train or board or preprocess or "postprocess_same" in deploy):
         return []
-    facts = [_normalisation(case, train, board, normalised_at)]
+    facts = [_normalisation(case, train, board, normalised_at, deploy.get("train", {}))]
     for item in ("resize", "padding", "input_scale"):
         t, b = train.get(item), board.get(item)
         source = case.source(f"deploy.board.{item}")
@@ -240,7 +293,7 @@ def _comparisons(case, train, board, deploy, preprocess, normalised_at, train_at
         if slack and equal == "no" and abs(t - b) <= slack * (1 + 1e-6):
             equal = "yes"
         facts.append({"type": "deploy_compare", "item": item, "check": COMPARED[item],
-                      "train": _text(t) if t is not None else "unknown",
+                      "missing": "", "train": _text(t) if t is not None else "unknown",
                       "board": _text(b) if b is not None else "unknown",
                       "equal": equal, "source": f"{train_source}; {source}",
                       "locations": joined(train_places,
@@ -248,14 +301,19 @@ def _comparisons(case, train, board, deploy, preprocess, normalised_at, train_at
     if train.get("color") and board.get("color") and board["color"] not in ("nv12", "yuv444", "gray") \
             and train["color"] in ("rgb", "bgr"):
         facts.append({"type": "deploy_compare", "item": "color", "check": "input_preprocessing",
+                      "missing": "",
                       "train": train["color"], "board": board["color"],
                       "equal": _same(train["color"], board["color"]),
                       "source": case.source("deploy.board.color"),
                       "locations": case_key(case, "deploy.board.color")})
     same = deploy.get("postprocess_same")
     facts.append({"type": "deploy_compare", "item": "postprocess", "check": "pre_post_nodes",
-                  "train": "training post-processing",
-                  "board": "board post-processing", "equal": same or "unknown",
+                  "missing": "",
+                  # as DP010/DP011/DP013 word them ("training uses the evaluation's decode,
+                  # the board a decode of its own"), never a word twice
+                  "train": "the evaluation's decode",
+                  "board": {"yes": "the same decode", "no": "a decode of its own"}.get(
+                      same, "its own decode"), "equal": same or "unknown",
                   "source": case.source("deploy.postprocess_same"),
                   "locations": case_key(case, "deploy.postprocess_same")})
     return facts
@@ -284,6 +342,21 @@ def _affine(side: dict):
         return None
 
 
+def _unit_scale(side: dict) -> bool:
+    """mean and std all within [0, 1]: values written for x in [0, 1] (0.485, 0.229)."""
+    values = [*(side["mean"] if isinstance(side["mean"], (list, tuple)) else [side["mean"]]),
+              *(side["std"] if isinstance(side["std"], (list, tuple)) else [side["std"]])]
+    return all(abs(float(v)) <= 1.0 for v in values)
+
+
+def _close(a: list[float], b: list[float]) -> bool:
+    """Per channel within CONFIG_RELATIVE of the larger (one value stands for all)."""
+    width = max(len(a), len(b))
+    a, b = list(a) * (width // len(a)), list(b) * (width // len(b))
+    return len(a) == len(b) and all(abs(x - y) <= CONFIG_RELATIVE * max(abs(x), abs(y))
+                                    for x, y in zip(a, b, strict=True))
+
+
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -293,34 +366,108 @@ def _numbers(text) -> list[float]:
 
 
 def _config_normalisation(config) -> dict:
-    """The board-side normalisation of the config's first input: hb_compile computes
-    (x - mean_value) * scale_value, or (x - mean_value) / std_value. Given at all, mean
-    and std are taken together (one left out is unknown); {} when it names none."""
-    row = ((config or {}).get("inputs") or [{}])[0]
-    mean, scale, std = (_numbers(row.get(k)) for k in ("mean_value", "scale_value", "std_value"))
-    if not (mean or scale or std):
-        return {}
-    if not std and scale and all(scale):
-        std = [1.0 / s for s in scale]
-    return {"mean": mean or UNKNOWN, "std": std or UNKNOWN, "divisor": 1}
+    """The board-side normalisation of the config's first input that states one, as
+    hb_compile computes it on the pixel scale: x -> (x - mean_value) * scale_value, or
+    (x - mean_value) / std_value (knowledge.md R5.9). norm_type says which parts apply
+    (data_scale: no mean, data_mean: no scale, no_preprocess: neither); without it, mean
+    and scale are taken together (one left out is unknown). {} when it names none."""
+    for index, row in enumerate((config or {}).get("inputs") or []):
+        norm = str(row.get("norm_type") or "").strip().lower()
+        mean, scale, std = (_numbers(row.get(k))
+                            for k in ("mean_value", "scale_value", "std_value"))
+        if not (mean or scale or std) and norm not in NORM_TYPES:
+            continue
+        if not scale and std and all(std):
+            scale = [1.0 / s for s in std]
+        if norm in ("no_preprocess", "data_scale"):
+            mean = [0.0]
+        if norm in ("no_preprocess", "data_mean"):
+            scale = [1.0]
+        return {"mean": mean or UNKNOWN,
+                "std": [1.0 / v for v in scale] if scale and all(scale) else UNKNOWN,
+                "divisor": 1, "input": index,
+                "shown": f"(x - {_written(mean)}) × {_written(scale)}"}
+    return {}
 
 
-def _normalisation(case, train, board, normalised_at) -> dict:
-    """Compare what the normalisations compute, not how they are written."""
+def _written(values: list[float]) -> str:
+    """Config values as it prints them, every digit (0.01712475, not 0.0171248)."""
+    return "[" + ", ".join(repr(v) for v in values) + "]" if values else "unknown"
+
+
+def _config_color(config) -> str:
+    """The colour space the config says the model was trained on (its first image input)."""
+    for row in (config or {}).get("inputs") or []:
+        kind = str(row.get("input_type_train") or "").strip().lower()
+        if kind in ("rgb", "bgr", "yuv444", "gray"):
+            return kind
+    return ""
+
+
+def _color_against_config(case, train_color, config_color, config_source) -> dict:
+    """case.yaml's training colour against the config's input_type_train: hb_compile
+    converts the board data into input_type_train, so the two must be the same."""
+    return {"type": "deploy_compare", "item": "color", "check": "input_preprocessing",
+            "missing": "", "train": str(train_color).lower(), "board": config_color,
+            "equal": _same(str(train_color).lower(), config_color),
+            "source": f"{case.source('deploy.train.color')}; "
+                      f"{config_source} (input_parameters.input_type_train)",
+            "locations": joined(case_key(case, "deploy.train.color"), at(config_source))}
+
+
+def _config_facts(config: dict, config_source: str, with_script: bool) -> list[dict]:
+    """What the config itself sets, for the report: march and chip, inputs, node types,
+    optimization; and the nodes it removes. ``with_script``: a compile script was read."""
+    chip = config.get("chip") or ""
+    types = config.get("node_types") or {}
+    settings = list(config.get("optimization") or [])
+    if config.get("quant_config"):
+        settings.append(f"quant_config {config['quant_config']}")
+    facts = [{"type": "deploy_config", "march": config.get("march") or "", "chip": chip,
+              "j6": "unknown" if not chip else ("yes" if chip.startswith("J6") else "no"),
+              "inputs": len(config.get("inputs") or []),
+              "norm_types": "; ".join(str(r.get("norm_type") or "-")
+                                      for r in config.get("inputs") or []),
+              "int16_nodes": sum("int16" in kind for kind in types.values()),
+              "node_types": ", ".join(f"{node}: {kind}" for node, kind in types.items()),
+              "optimization": "; ".join(settings), "with_script": with_script,
+              "source": config_source, "locations": at(config_source)}]
+    removed = config.get("removed_nodes") or []
+    if removed:
+        facts.append({"type": "removed_nodes", "count": len(removed),
+                      "names": ", ".join(removed),
+                      "source": f"{config_source}: model_parameters.remove_node_name",
+                      "locations": at(config_source)})
+    return facts
+
+
+def _normalisation(case, train, board, normalised_at, given_train) -> dict:
+    """Compare what the normalisations compute, not how they are written; values from a
+    config agree within its printed digits (CONFIG_RELATIVE). ``given_train``: case.yaml's
+    deploy.train, to tell a divisor it states from the default."""
     def shown(side):
+        if side.get("shown"):
+            return side["shown"]
         if side.get("mean") is None and side.get("std") is None:
             return "unknown"
         return (f"(x / {_text(side.get('divisor', 1))} - {_text(side.get('mean'))}) / "
                 f"{_text(side.get('std'))}")
     t, b = _affine(train), _affine(board)
+    missing = ""
+    if t is not None and b is not None and "divisor" not in given_train \
+            and _unit_scale(train):
+        # written for x in [0, 1] with no divisor: 1 or 255 is not known (ask, not fail)
+        t, missing = None, "divisor"
     if t is None or b is None:
         equal = "unknown"
+    elif "shown" in board:
+        equal = "yes" if _close(t[0], b[0]) and _close(t[1], b[1]) else "no"
     else:
         equal = "yes" if _same(t[0], b[0]) == "yes" and _same(t[1], b[1]) == "yes" else "no"
     where, places = normalised_at or (case.source("deploy.board.mean"),
                                       case_key(case, "deploy.board.mean"))
     return {"type": "deploy_compare", "item": "normalisation", "check": "input_preprocessing",
-            "train": shown(train), "board": shown(board), "equal": equal,
+            "train": shown(train), "board": shown(board), "equal": equal, "missing": missing,
             "source": f"{case.source('deploy.train.mean')}; {where}",
             "locations": joined(case_key(case, "deploy.train.mean"), places)}
 

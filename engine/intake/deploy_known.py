@@ -10,18 +10,22 @@ offered as a default to confirm; so is the chip of the march the scripts compile
 
 from __future__ import annotations
 
-import os
-from functools import lru_cache
 from pathlib import Path
 
+from qcdoctor.collectors.deploy_discovery import (
+    CONFIG_NAME_WORDS,
+    chosen,
+    find_compile_configs,
+    find_compile_scripts,
+    parsed,
+    script_calls,
+)
 from qcdoctor.collectors.deploy_facts import DeployFiles, stated_march
-from qcdoctor.collectors.deploy_script import TRACKED, UNKNOWN, Call, export_state, read_script
-from qcdoctor.collectors.files import ArtifactRefused, CaseFiles, walk
+from qcdoctor.collectors.deploy_script import UNKNOWN
+from qcdoctor.collectors.files import ArtifactRefused, CaseFiles
 from qcdoctor.collectors.hb_compile_yaml import read_hb_compile
 from qcdoctor.engine.intake.questions import question_for_key
 from qcdoctor.errors import QcdoctorError
-
-MAX_SCRIPTS = 50            # .py files looked at when searching the case for a compile script
 
 
 def _choices(key: str) -> tuple:
@@ -29,52 +33,15 @@ def _choices(key: str) -> tuple:
     return question_for_key(key).choices
 
 
-def _calls(files: CaseFiles, path: Path) -> list[Call] | None:
-    try:
-        return _parsed(read_script, files.check(path, "script"))
-    except (ArtifactRefused, QcdoctorError):
-        return None
-
-
-def _parsed(reader, path: Path):
-    """``reader(path)``, read again only when the file changed: the intake asks for known
-    answers before every question, and the same script and config stay as they were."""
-    info = os.stat(path)
-    return _parsed_version(reader, str(path), info.st_mtime_ns, info.st_size, info.st_ino)
-
-
-@lru_cache(maxsize=16)
-def _parsed_version(reader, path: str, mtime_ns: int, size: int, inode: int):
-    return reader(Path(path))
-
-
-def find_compile_scripts(folder: Path, files: CaseFiles) -> list[str]:
-    """Python files of the case (relative paths) that call hbdk4 convert/compile/insert_*;
-    without any, those that set the fake-quant state and export (the export script shows
-    the state the model was exported in, knowledge.md §5 user-side facts)."""
-    found, exporting, looked = [], [], 0
-    for root, dirs, names in walk(folder, 3):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        for name in names:
-            if not name.endswith(".py") or looked >= MAX_SCRIPTS:
-                continue
-            looked += 1
-            calls = _calls(files, root / name)
-            if calls and any(c.name in TRACKED for c in calls):
-                found.append((root / name).relative_to(folder).as_posix())
-            elif calls and export_state(calls) is not None:
-                exporting.append((root / name).relative_to(folder).as_posix())
-    return found or exporting
-
-
 def known_answers(folder: Path, deploy: dict, files: CaseFiles) -> dict[str, tuple[object, str]]:
     """{question key: (value, where it was read)} from deploy.script and deploy.config."""
     known: dict[str, tuple[object, str]] = {}
-    config_name = deploy.get("config")
+    config_name = deploy.get("config") or chosen(find_compile_configs(folder, files),
+                                                 CONFIG_NAME_WORDS)
     config = None
     if config_name:
         try:
-            config = _parsed(read_hb_compile, files.check(folder / config_name, "config"))
+            config = parsed(read_hb_compile, files.check(folder / config_name, "config"))
         except (ArtifactRefused, QcdoctorError):
             config = None
     row = (config or {}).get("inputs", [{}])[0] if config and config.get("inputs") else {}
@@ -87,7 +54,7 @@ def known_answers(folder: Path, deploy: dict, files: CaseFiles) -> dict[str, tup
         if value in _choices(key):
             known[key] = (value, f"{config_name}: {field}")
     script = deploy.get("script")
-    calls = _calls(files, folder / script) if script else None
+    calls = script_calls(files, folder / script) if script else None
     for call in calls or ():
         mode = call.args.get("mode")
         if call.name == "insert_image_convert" and isinstance(mode, str) \
@@ -109,7 +76,7 @@ def script_march(folder: Path, deploy: dict, files: CaseFiles) -> tuple[str, str
     names = [deploy["script"]] if deploy.get("script") else find_compile_scripts(folder, files)
     stated = set()
     for name in names:
-        calls = _calls(files, folder / name)
+        calls = script_calls(files, folder / name)
         found = stated_march(DeployFiles(calls=calls, script_source=name)) if calls else None
         if found:
             stated.add(found[:2])
@@ -121,7 +88,7 @@ def script_march(folder: Path, deploy: dict, files: CaseFiles) -> tuple[str, str
 def script_normalisation(folder: Path, deploy: dict, files: CaseFiles) -> dict[str, list]:
     """mean / std the compile script's insert_image_preprocess uses (defaults to confirm)."""
     script = deploy.get("script")
-    calls = _calls(files, folder / script) if script else None
+    calls = script_calls(files, folder / script) if script else None
     found = [c for c in calls or () if c.name == "insert_image_preprocess"]
     if not found:
         return {}

@@ -125,8 +125,9 @@ def test_a_platform_in_case_yaml_is_never_replaced(tmp_path):
 # --- hb_compile normalisation, input size and input types ---------------------------------
 
 @pytest.mark.parametrize("values,board,equal", [
-    ({"mean_value": "128", "scale_value": "0.0078125"}, "(x / 1 - [128]) / [128]", "no"),
-    ({"mean_value": "123.675 116.28 103.53"}, "(x / 1 - [123.675, 116.28, 103.53]) / unknown",
+    # shown as the config writes it: x -> (x - mean_value) x scale_value (knowledge.md R5.9)
+    ({"mean_value": "128", "scale_value": "0.0078125"}, "(x - [128.0]) × [0.0078125]", "no"),
+    ({"mean_value": "123.675 116.28 103.53"}, "(x - [123.675, 116.28, 103.53]) × unknown",
      "unknown"),
 ])
 def test_hb_compile_normalisation(tmp_path, values, board, equal):

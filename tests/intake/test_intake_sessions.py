@@ -133,7 +133,7 @@ def test_board_problem_in_chinese_with_a_compile_script(tmp_path):
     child.expect_exact("结论：用户侧适配")
     # every failed check is named, and fixing it is the next step
     child.expect_exact("部署检查未通过（1 项）")
-    child.expect_exact("前后处理节点或后处理解码与板端不符：后处理：训练为训练时的后处理，板端为板端后处理")
+    child.expect_exact("前后处理节点或后处理解码与板端不符：后处理：训练为评测所用的解码，板端为它自己的解码")
     child.expect_exact("下一步：修正以上这一项，然后重新评测")
     child.expect(pexpect.EOF)
     child.close()
