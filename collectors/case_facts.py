@@ -14,7 +14,7 @@ from qcdoctor.collectors.files import CaseFiles
 from qcdoctor.collectors.platform import platform_fact
 from qcdoctor.collectors.prepare_environment import with_prepare_environment, with_prepare_march
 from qcdoctor.collectors.qa_files import COMPARE_NAMES, SENSITIVITY_RE
-from qcdoctor.collectors.quant_analysis import collect_quant_analysis, place_folders
+from qcdoctor.collectors.quant_analysis import collect_quant_analysis, named_runs, place_folders
 from qcdoctor.collectors.series import split_series
 from qcdoctor.collectors.stages import derive_stage_facts
 from qcdoctor.collectors.threshold_sources import resolve as resolve_thresholds
@@ -130,10 +130,12 @@ def consistency_fact(case: Case) -> dict:
 
 def analysis_facts(case: Case, sensitivity_in: frozenset[str] = frozenset(),
                    absent: dict[str, str] | None = None,
-                   sibling_in: frozenset[str] = frozenset()) -> list[dict]:
-    """The analyses_run entries; ``sensitivity_in``: the folders whose sensitivity ran by
-    their own files (tables, or the probe's manifest), which count as run whatever the
-    entry says (knowledge.md §16 R3.10). ``absent``: out_dir (normalised) -> why it holds
+                   sibling_in: frozenset[str] = frozenset(),
+                   named: tuple[dict, ...] = ()) -> list[dict]:
+    """The analyses_run entries, then ``named``: the runs folders' names state (knowledge.md
+    §18 R5.8, read as declared ones, located at their folder). ``sensitivity_in``: the
+    folders whose sensitivity ran by their own files (tables, or the probe's manifest),
+    which count as run whatever the entry says (knowledge.md §16 R3.10). ``absent``: out_dir (normalised) -> why it holds
     no readable output. Such an entry counts as not run (R3.4): it stays a declared run
     (what the user did, which pitfalls read) but is left out of the summary that tells
     an analysis as done, and an ``analysis_absent`` fact names its folder.
@@ -143,7 +145,9 @@ def analysis_facts(case: Case, sensitivity_in: frozenset[str] = frozenset(),
     facts, summary, gone = [], {}, []
     ran = {os.path.normpath(folder) for folder in sensitivity_in}
     siblings = {os.path.normpath(folder) for folder in sibling_in}
-    for i, run in enumerate(case.get("analyses_run", [])):
+    declared = case.get("analyses_run", [])
+    for i, run in enumerate([*declared, *named]):
+        key = f"analyses_run[{i}].baseline" if i < len(declared) else None
         kind = analysis_type(run.get("type"), run["analysis"])
         problem = (absent or {}).get(os.path.normpath(str(run.get("out_dir") or ".")))
         if problem and run.get("out_dir"):
@@ -160,8 +164,8 @@ def analysis_facts(case: Case, sensitivity_in: frozenset[str] = frozenset(),
                           run["baseline"], run["analysis"],
                           case.get("input_format_differs", False),
                           case.get("has_task_input", False)),
-                      "source": case.source(f"analyses_run[{i}].baseline"),
-                      "locations": case_key(case, f"analyses_run[{i}].baseline")})
+                      "source": case.source(key) if key else run["out_dir"],
+                      "locations": case_key(case, key) if key else at(run["out_dir"])})
         if problem and run.get("out_dir"):
             continue
         by_sibling = bool(run.get("out_dir") and os.path.normpath(str(run["out_dir"])) in siblings)
@@ -290,7 +294,8 @@ def collect_case(case: Case, *, environ=None, cwd: Path | None = None,
             + user_check_facts(case) + [consistency_fact(case)]
             + analysis_facts(case, _sensitivity_folders(artifacts),
                              absent_outputs(case, files, artifacts),
-                             _sibling_sensitivity_folders(artifacts))
+                             _sibling_sensitivity_folders(artifacts),
+                             tuple(named_runs(artifacts, case)))
             + artifacts + _located_problems(case, files.problem_facts())), series
 
 

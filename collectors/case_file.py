@@ -98,6 +98,7 @@ CASE_SCHEMA = Mapping({
         "quant_analysis": ListOf(Text(), scalar_ok=True),
         "model_check_result": Text(),
         "fx_graph": Text(),
+        "hbm_perf": Text(),            # hbm_perf's forward.json
         "dumps": Mapping({s: Text() for s in STAGES}),
         "dump_dtype": Choice(("float32", "float16", "int8", "uint8", "int16", "int32")),
     }),

@@ -36,6 +36,8 @@ SIZE_CAPS = {
     "pickle": 1024 * MiB,      # .pt files: loaded whole into memory
     "script": 8 * MiB,         # the compile script
     "config": 8 * MiB,         # hb_compile YAML
+    # hbm_perf's forward.json: parsed whole (Python objects take about 10x its size)
+    "source_map": 64 * MiB,
     "board": 1 * MiB,          # .env.board
     "sidecar": 1 * MiB,        # JSON beside a raw dump
     "dump": None,

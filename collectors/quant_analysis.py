@@ -49,6 +49,23 @@ from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES, analysis_type, needs_two_r
 
 _MARKERS = COMPARE_NAMES + ADVISOR_NAMES + BADCASE_NAMES
 MAX_DEPTH = 4
+# knowledge.md §18 R5.8: a folder named ``<baseline>_vs_<analysis>`` compares those stages in
+# that order; each side is spelled as the guides spell it (compared without "_", "-", ".")
+_STAGE_WORDS = {"float": "float", "floatpt": "float", "fp": "float", "fp32": "float",
+                "calib": "calib", "calibpt": "calib", "calibration": "calib",
+                "qat": "qat", "qatpt": "qat",
+                "qatexport": "qat_export", "qatexportpt": "qat_export",
+                "preexport": "qat_export", "preexportpt": "qat_export",
+                "qatbc": "qat_bc", "quantizedbc": "quantized_bc", "intbc": "quantized_bc"}
+_PAIR = re.compile(r"^(?:qa_)?(?P<baseline>.+?)_?vs_?(?P<analysis>.+)$", re.I)
+# the guides' folders of one step each: (type, baseline, analysis); a convert sensitivity
+# runs against qat.export.pt (knowledge.md §16 R3.5)
+_STEP_FOLDERS = {"qa_pre_export": ("pre_export", "qat", "qat_export"),
+                 "qa_export": ("export", "qat_export", "qat_bc"),
+                 "qa_export_sens": ("export", "qat_export", "qat_bc"),
+                 "qa_convert": ("convert", "qat_bc", "quantized_bc"),
+                 "qa_convert_sens": ("convert", "qat_export", "quantized_bc")}
+# a name that gives no stage pair may still hint at a step (read after the tables' content)
 _NAME_HINTS = (("convert", re.compile(r"convert|quantized|intbc|qbc", re.I)),
                ("pre_export", re.compile(r"pre_?export|lut", re.I)),
                ("export", re.compile(r"export|hbir|qatbc|qat_bc", re.I)),
@@ -117,6 +134,9 @@ def _comparison(case: Case, rel: str, compare, probe: dict | None) -> tuple[str,
         return kind, run["baseline"], run["analysis"], "analyses_run"
     if probe is not None:
         return probe["type"], probe["baseline"], probe["analysis"], "probe"
+    named = stage_pair_of_name(rel)
+    if named is not None:       # R5.8: a stage pair the name states, read as if declared
+        return (*named, "folder name")
     kind = _type_from_content(compare) if compare is not None else ""
     if kind:
         return kind, *ANALYSIS_TYPE_STAGES[kind], "content"
@@ -126,11 +146,32 @@ def _comparison(case: Case, rel: str, compare, probe: dict | None) -> tuple[str,
     return "unknown", "", "", "unknown"
 
 
+def stage_pair_of_name(rel: str) -> tuple[str, str, str] | None:
+    """(type, baseline, analysis) a folder's name states (knowledge.md §18 R5.8): one of
+    the guides' step folders, or ``<baseline>_vs_<analysis>`` in that order; None when the
+    name states no pair. The type follows from the analysed stage, as for an analyses_run
+    entry that declares no type."""
+    name = Path(rel).name.lower()
+    if name in _STEP_FOLDERS:
+        return _STEP_FOLDERS[name]
+    match = _PAIR.match(name)
+    if match is None:
+        return None
+    baseline, analysis = (_STAGE_WORDS.get(re.sub(r"[_.\-]", "", match[side]))
+                          for side in ("baseline", "analysis"))
+    if baseline is None or analysis is None or baseline == analysis:
+        return None
+    return analysis_type(None, analysis), baseline, analysis
+
+
 def _type_from_name(rel: str) -> str:
     """The analysis type a folder's name gives ("" when it gives none)."""
     name = Path(rel).name
     if _PROBE_NAME.search(name):
         return "fake_quant"
+    named = stage_pair_of_name(rel)
+    if named is not None:
+        return named[0]
     return next((kind for kind, pattern in _NAME_HINTS if pattern.search(name)), "")
 
 
@@ -219,8 +260,33 @@ def collect_quant_analysis(case: Case, trust_pickles: bool = False,
     _mark_sibling_sensitivity(facts)
     shared: dict[str, tuple[int, str, list]] = {}
     facts += _model_check_facts(case, files, shared)
+    facts += _source_map_facts(case, files, facts, shared)
     facts += shared_call_facts(facts, shared)
     return facts
+
+
+def _source_map_facts(case: Case, files: CaseFiles, facts: list[dict],
+                      shared: dict[str, tuple[int, str, list]]) -> list[dict]:
+    """hbm_perf's forward.json (artifacts.hbm_perf, else where it lies in the case folder):
+    where the located ops are defined, and modules under several compiled layers."""
+    from qcdoctor.collectors.hbm_perf import FORWARD_JSON, load_forward_json, source_map_facts
+    if case.folder is None:
+        return []
+    named = case.get("artifacts", {}).get("hbm_perf")
+    paths = [case.folder / named] if named else find_files(case.folder, FORWARD_JSON)
+    out: list[dict] = []
+    for path in paths:
+        rel = _rel(case, path)
+        if not os.path.lexists(path):
+            out.append(_problem(rel, reason("file not found"), False,
+                                case.source("artifacts.hbm_perf"),
+                                case_key(case, "artifacts.hbm_perf")))
+            continue
+        found = _read(out, rel, lambda checked: load_forward_json(
+            files.read_bytes(checked, "source_map")), path, files=files, kind="source_map")
+        if found is not None:
+            out += source_map_facts(found, rel, facts, shared)
+    return out
 
 
 def _same_comparison(folder: dict) -> tuple[str, str] | None:
@@ -256,8 +322,9 @@ def place_folders(facts: list[dict], stage_facts: list[dict], case: Case) -> Non
     recovered = any(f["type"] == "calib_recovered" for f in stage_facts)
     postprocess = case.get("postprocess_in_model") == "yes"
     drives = {}
+    named = {run["out_dir"]: run for run in named_runs(facts, case)}
     for folder in (f for f in facts if f["type"] == "qa_folder"):
-        run = run_for(case.get("analyses_run"), folder["analysis"])
+        run = run_for(case.get("analyses_run"), folder["analysis"]) or named.get(folder["analysis"])
         scope = _scope(folder, drop, recovered, run is not None and _made_in_one_run(case, run),
                        postprocess)
         folder.update(scope=scope, drives=scope in _DRIVING_SCOPES,
@@ -266,6 +333,17 @@ def place_folders(facts: list[dict], stage_facts: list[dict], case: Case) -> Non
     for fact in facts:
         if fact["type"] != "qa_folder" and "drives" in FACT_TYPES.get(fact["type"], {}):
             fact["drives"] = drives.get(fact.get("analysis"), True)
+
+
+def named_runs(facts: list[dict], case: Case) -> list[dict]:
+    """knowledge.md §18 R5.8: the folders whose name states their stage pair and that no
+    analyses_run entry lists, as the entries that would declare them (read the same way:
+    the same run facts, summary and validity)."""
+    return [{"type": f["comparison"], "baseline": f["baseline"], "analysis": f["analysis_stage"],
+             "out_dir": f["analysis"], "sensitivity": False}
+            for f in facts if f["type"] == "qa_folder" and f["known_from"] == "folder name"
+            and stage_pair_of_name(f["analysis"]) is not None
+            and run_for(case.get("analyses_run"), f["analysis"]) is None]
 
 
 def _located_drop(stage_facts: list[dict]) -> tuple[str, str] | None:

@@ -342,6 +342,16 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     "shared_call_origin": {"analysis": _s(default=""), "layer": _s(default=""),
                            "module": _s(default=""), "call": _i(0), "calls": _i(0),
                            **_DRIVES},
+    # hbm_perf's forward.json (collectors/hbm_perf.py): where a located op (role origin), a
+    # sensitivity top op (sensitive) or a module model_check_result names (checked) is
+    # defined, "file.py:123"
+    "op_source": {"analysis": _s(default=""), "layer": _s(default=""),
+                  "module": _s(default=""), "role": _s("origin", "sensitive", "checked"),
+                  "at": _s(default=""), **_DRIVES},
+    # forward.json: modules under several compiled layers (the first with its layers)
+    "compiled_shared_module": {"count": _i(0), "modules": _s(default=""),
+                               "module": _s(default=""), "defined_at": _s(default=""),
+                               "layers": _s(default="")},
     # what prepare says it ran with: model_check_result's version lines and current march
     # (plugin 3.x, knowledge.md R5.10); folded into the version and platform facts
     "prepare_version": {"package": _s(*PACKAGES), "version": _s(default="")},
@@ -410,7 +420,24 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                          "problem_zh": _s(default=""), "partial": _b()},
     # --- deployment (collectors/deploy_facts.py, collectors/dumps.py)
     "deploy_compare": {"item": _s(default=""), "check": _s(*CHECKLIST_ITEMS), "train": _s(default=""),
-                       "board": _s(default=""), "equal": _s(*TRISTATE)},
+                       "board": _s(default=""), "equal": _s(*TRISTATE),
+                       # what leaves it unknown when one value is asked for by name
+                       # (knowledge.md R5.9: "divisor", a 0-1 training scale with none)
+                       "missing": _s("", "divisor", default="")},
+    # the hb_compile / hb_mapper config read (knowledge.md R5.9): its march and chip
+    # (j6: no for bayes-e X5 / bernoulli X3), inputs, and the node types it sets
+    "deploy_config": {"march": _s(default=""), "chip": _s(default=""), "j6": _s(*TRISTATE),
+                      "inputs": _i(0), "norm_types": _s(default=""),
+                      "int16_nodes": _i(0), "node_types": _s(default=""),
+                      "optimization": _s(default=""),
+                      # a compile script was read too (its inserts decide the pre-processing)
+                      "with_script": _b()},
+    # a compile script / config found in the case folder, case.yaml naming none: file is
+    # the one read ("" when several fit and none is preferred), candidates all that fit
+    "deploy_found": {"kind": _s("script", "config"), "file": _s(default=""),
+                     "candidates": _s(default=""), "count": _i(0)},
+    # the nodes the config's remove_node_name removes
+    "removed_nodes": {"count": _i(0), "names": _s(default="")},
     "march_check": {"convert": _s(default=""), "compile": _s(default=""),
                     "platform": _s(default=""), "board": _s(default=""),
                     # model_check_result's "current march" (knowledge.md R5.10)

@@ -587,9 +587,12 @@ class Intake:
 
 
 def _comparison_guessed(fact: dict) -> bool:
-    """A QuantAnalysis folder classified by a guess: by name, or by content other than two
-    HBIR sides (float-vs-QAT-style op types do not tell calib.pt from qat.pt)."""
-    if fact["known_from"] == "analyses_run":
+    """A QuantAnalysis folder classified by a guess: by a word in its name, or by content
+    other than two HBIR sides (float-vs-QAT-style op types do not tell calib.pt from
+    qat.pt). A name stating its stage pair is no guess (knowledge.md §18 R5.8)."""
+    from qcdoctor.collectors.quant_analysis import stage_pair_of_name
+    if fact["known_from"] == "analyses_run" or (
+            fact["known_from"] == "folder name" and stage_pair_of_name(fact["analysis"])):
         return False
     return not (fact["known_from"] == "content" and fact["comparison"] == "convert")
 
