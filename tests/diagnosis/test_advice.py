@@ -144,9 +144,12 @@ def test_generated_code_reuses_the_users_analysis_folder():
     report = triage_dict(_with(analyses_run=[{"type": "convert", "baseline": "qat_bc",
                                               "analysis": "quantized_bc", "sensitivity": False,
                                               "out_dir": "qatbc_vs_quantizedbc"}]))
-    code = next(a for a in report["next_actions"] if a["kind"] == "quant_analysis")["code"]
-    assert 'out_dir="./qatbc_vs_quantizedbc"' in code
-    assert "./qa_convert" not in code
+    action = next(a for a in report["next_actions"] if a["kind"] == "quant_analysis")
+    # R5.7: its comparison is in the case, so its sensitivity step is next, beside it
+    assert action["id"] == "qa_convert_sens"
+    assert '"./qatbc_vs_quantizedbc"' in action["code"]
+    assert 'out_dir="./qatbc_vs_quantizedbc_sens"' in action["code"]
+    assert "./qa_convert" not in action["code"]
 
 
 def test_an_analysis_already_run_with_sensitivity_is_not_proposed_again():

@@ -22,6 +22,7 @@ from qcdoctor.collectors.qa_writers import psql
 from qcdoctor.engine.diagnosis.triage import triage_case
 from qcdoctor.engine.matching.rulebook import load_rules
 from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES
+from tests.diagnosis.one_voice import problems
 from tests.paths import SHARED, TESTS
 from tests.qa import scenarios
 from tests.qa.writers import layer, write_compare, write_sensitivity
@@ -333,6 +334,7 @@ def test_example(tmp_path, row_id, source, kind):
     else:
         assert not set(rules) & hits, f"{sorted(set(rules) & hits)} fired"
     _check_expectations(report, example.get("expect", {}))
+    assert not problems(report), problems(report)        # R3.14: one voice
 
 
 def _check_expectations(report: dict, expect: dict) -> None:

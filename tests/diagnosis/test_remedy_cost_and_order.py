@@ -160,9 +160,10 @@ def test_at_convert_the_remedy_waits_for_the_sensitivity_run_of_its_comparison(t
     (folder / "case.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
     report = triage(folder, lang)
     order = rules(report)
-    assert order.index("AN040") < order.index("LY030"), order
+    # R5.7: the comparison is in the case; its pending sensitivity step is AN045
+    assert "AN040" not in order and order.index("AN045") < order.index("LY030"), order
     # right after the step it waits for, and bc_editor still confirms after the remedy (R3.6)
-    assert order.index("LY030") == order.index("AN040") + 1
+    assert order.index("LY030") == order.index("AN045") + 1
     assert order.index("AN042") > order.index("LY030")
     assert action(report, "LY030")["text"].startswith(cost_label(lang, "retrain"))
 
