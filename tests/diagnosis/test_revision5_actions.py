@@ -86,7 +86,10 @@ def test_x86_normal_board_abnormal_is_board_integration_whatever_core_num_says(t
     first = [a["id"] for a in report["next_actions"][:2]]
     assert "fix_check:core_num" not in first
     fired = [e["rule"] for e in report["conclusion"]["evidence"] if not e["overridden"]]
-    assert "ST150" not in fired and "ST090" in fired
+    assert "ST150" not in fired and "ST090" in fired and "DP090" not in fired
+    # a compile setting is not judged where it cannot explain the gap
+    core_num = next(c for c in report["checklist"] if c["id"] == "core_num")
+    assert core_num["status"] == "not_applicable"
 
 
 def test_x86_abnormal_too_reads_the_compile_setting(tmp_path):
