@@ -333,6 +333,10 @@ def place_folders(facts: list[dict], stage_facts: list[dict], case: Case) -> Non
     for fact in facts:
         if fact["type"] != "qa_folder" and "drives" in FACT_TYPES.get(fact["type"], {}):
             fact["drives"] = drives.get(fact.get("analysis"), True)
+        if fact["type"] == "sensitivity_summary":
+            # §8: whatever the folder speaks for, a raised tail says the run is unsound;
+            # post-processing declared in the model is its likely cause
+            fact["postprocess_declared"] = postprocess
 
 
 def named_runs(facts: list[dict], case: Case) -> list[dict]:

@@ -267,5 +267,5 @@ def summarise(sens: SensitivityFile, analysis: str, source: str,
             "top_ops": ",".join(r.op_name for r in rows[:5]),
             "baseline": baseline, "baseline_quantized": quantized, "usable": not quantized,
             # set by collectors/model_match.py where probe_run.yaml says so (R5.3)
-            "models_differ": False,
+            "models_differ": False, "postprocess_declared": False,
             "source": f"{source} line {rows[0].line}"}

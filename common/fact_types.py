@@ -324,6 +324,9 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                             # the baseline, so every value carries the models' difference
                             # (usable false)
                             "models_differ": _b(),
+                            # case.yaml says the model keeps its post-processing (§8: the
+                            # likely cause of a tail far from zero)
+                            "postprocess_declared": _b(),
                             # read against compare_per_layer's clear origin (a cliff) of
                             # the same model: "" when there is none
                             "origin_layer": _s(default=""), "top_is_origin": _b(),

@@ -96,3 +96,23 @@ def test_x86_abnormal_too_reads_the_compile_setting(tmp_path):
     report = triage_path(_board_case(tmp_path, "abnormal"), use_env=False, lang="en")
     assert report["conclusion"]["suspect"] == "core_num"
     assert report["next_actions"][0]["id"] == "fix_check:core_num"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_post_processing_in_the_model_with_a_raised_tail_says_the_run_is_unsound(tmp_path,
+                                                                                  lang):
+    """§8: a sensitivity tail far from zero is said whatever the folder speaks for, with the
+    post-processing the case declares as its likely cause; the redo without it carries its
+    analysis type."""
+    from tests.qa.writers import write_sensitivity
+    case = _convert_case(tmp_path)
+    conv = "horizon_plugin_pytorch.nn.qat.conv2d.Conv2d"
+    write_sensitivity(case / "qa_convert", [(f"op{i}", "activation", conv, 0.9 - 0.01 * i,
+                                             "qint8") for i in range(12)])
+    text = (case / "case.yaml").read_text(encoding="utf-8")
+    (case / "case.yaml").write_text(text + "postprocess_in_model: 'yes'\n", encoding="utf-8")
+    report = triage_path(case, use_env=False, lang=lang)
+    fired = {t["rule"] for t in report["trace"]}
+    assert {"LY027", "LY085"} <= fired, sorted(fired)
+    redo = next(a for a in report["next_actions"] if a["id"].startswith("compare_without"))
+    assert redo["analysis_model_type"] == "convert" and redo["cost"] == "analyse"
