@@ -224,7 +224,7 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
             # R5.3: the two models without quantization, one forward (the baseline itself
             # where it is the analysis model with every fake quant off)
             all_off, matched, failed = (reference, identical(), None) if self_baseline \
-                else _models_match(analysis, adapter, run, reference)
+                else _models_match(analysis, adapter, run, reference, every[1])
             named = _output_names(reference, layers.analysis_outputs, names, metric,
                                   sensitivity, try_fixes)
             tables = {}
@@ -279,12 +279,12 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
     return result
 
 
-def _models_match(analysis: nn.Module, adapter: QuantizerAdapter, run,
-                  reference: list) -> tuple[list | None, dict | None, str | None]:
+def _models_match(analysis: nn.Module, adapter: QuantizerAdapter, run, reference: list,
+                  modules: list[nn.Module]) -> tuple[list | None, dict | None, str | None]:
     """(the analysis model's outputs with every fake quant off, their models_match against
     ``reference``, why there is none): a model that cannot run so is said, not an end."""
     try:
-        off = all_off_outputs(analysis, adapter, run)
+        off = all_off_outputs(analysis, adapter, run, modules)
     except Exception as exc:  # noqa: BLE001 - whatever the user's forward raises
         return None, None, _first_line(exc)
     matched = models_match(reference, off)

@@ -20,7 +20,7 @@ import math
 import torch
 from torch import nn
 
-from qcdoctor.probe.quantizers import QuantizerAdapter
+from qcdoctor.probe.quantizers import QuantizerAdapter, TorchAoAdapter
 from qcdoctor.probe.sensitivity import undo_all
 from qcdoctor.probe.stats import flatten_output, pair_stats
 
@@ -31,22 +31,51 @@ from qcdoctor.probe.stats import flatten_output, pair_stats
 RELATIVE_TOLERANCE = 1e-3
 
 
-def all_off_outputs(analysis: nn.Module, adapter: QuantizerAdapter, run) -> list[torch.Tensor]:
-    """The analysis model's output tensors with every fake quant switched off, each switch
-    put back as it was afterwards (an interrupt included)."""
-    quantizers = adapter.quantizers(analysis)
-    saved = [(q, adapter.is_enabled(q)) for q in quantizers]
+def all_off_outputs(analysis: nn.Module, adapter: QuantizerAdapter, run,
+                    modules: list[nn.Module] | None = None) -> list[torch.Tensor]:
+    """The analysis model's output tensors with every fake quant switched off, each
+    quantizer put back as it was afterwards (an interrupt included). ``modules``:
+    analysis.modules(), when at hand."""
     bypassed: list[tuple[nn.Module, object]] = []
+    saved: list = []
     try:
-        for quantizer in quantizers:
-            adapter.set_enabled(quantizer, False)
-        bypassed = _bypass([q.module for q in quantizers])
+        plain = _plain_torch_quantizers(analysis, adapter, modules)
+        if plain is not None:
+            bypassed = _bypass(plain)
+        else:
+            quantizers = adapter.quantizers(analysis)
+            bypassed = _bypass([q.module for q in quantizers])
+            skipped = {id(module) for module, _ in bypassed}
+            for quantizer in quantizers:
+                if id(quantizer.module) not in skipped:
+                    saved.append((quantizer, adapter.is_enabled(quantizer)))
+                    adapter.set_enabled(quantizer, False)
         with torch.inference_mode():
             return [t for _, t in flatten_output(run(analysis))]
     finally:
         undo_all([lambda: _restore(bypassed)] +
                  [lambda q=q, enabled=enabled: adapter.set_enabled(q, enabled)
                   for q, enabled in saved])
+
+
+def _plain_torch_quantizers(analysis: nn.Module, adapter: QuantizerAdapter,
+                            modules: list[nn.Module] | None) -> list[nn.Module] | None:
+    """Every quantizer of ``analysis`` where the adapter lists them as torch.ao's does
+    (its FakeQuantizeBase modules) and each is one of torch's own with its observer off,
+    so that ``_bypass`` takes them all; None otherwise. Found without the adapter's list,
+    which names every module of the model: on a small model more than the pass's forward
+    costs."""
+    if type(adapter).quantizers is not TorchAoAdapter.quantizers:
+        return None
+    from torch.ao.quantization import FakeQuantizeBase
+    kinds = _torch_fake_quants()
+    found = []
+    for module in analysis.modules() if modules is None else modules:
+        if isinstance(module, FakeQuantizeBase):
+            if type(module) not in kinds or _on(module, "observer_enabled"):
+                return None
+            found.append(module)
+    return found
 
 
 def _torch_fake_quants() -> tuple[type, ...]:
@@ -59,17 +88,19 @@ def _torch_fake_quants() -> tuple[type, ...]:
 
 
 def _bypass(modules: list[nn.Module]) -> list[tuple[nn.Module, object]]:
-    """torch's own fake quants with fake quant and observer off return their input as it
-    is, yet still call their kernel (tens of microseconds each): each such one returns its
-    input directly for the pass. (module, the forward its instance held) for ``_restore``."""
+    """torch's own fake quants with their observer off return their input as it is once
+    fake quant is off: each such one returns its input directly for the pass, its switch
+    left as it is. Switching it would cost its kernel call (tens of microseconds) and write
+    its switch, whose new version makes the next run read every quantizer's numbers again
+    (probe/fast_quant.py's plans). (module, the forward its instance held) for
+    ``_restore``."""
     kinds = _torch_fake_quants()
     done = []
     for module in modules:
-        if type(module) not in kinds or _on(module, "observer_enabled") or \
-                _on(module, "fake_quant_enabled"):
+        if type(module) not in kinds or _on(module, "observer_enabled"):
             continue
         done.append((module, module.__dict__.get("forward", _ABSENT)))
-        module.forward = _identity
+        module.__dict__["forward"] = _identity      # what Module.__setattr__ does here
     return done
 
 
@@ -79,7 +110,7 @@ def _restore(bypassed: list[tuple[nn.Module, object]]) -> None:
         if forward is _ABSENT:
             module.__dict__.pop("forward", None)
         else:
-            module.forward = forward
+            module.__dict__["forward"] = forward
 
 
 def _on(module: nn.Module, name: str) -> bool:
