@@ -50,6 +50,9 @@ def model_match_facts(facts: list[dict], path: Path, analysis: str, source: str)
     where = {"analysis": analysis, "source": source, "locations": at(source)}
     out = [{"type": "models_match", "match": checked["match"], "self_baseline": self_baseline,
             **numbers, **where}]
+    if checked["match"] and value.get("baseline_quantized") is True and folder:
+        # two quantized versions of one model (R5.6): a control, read as noise
+        folder["control"] = True
     if checked["match"] or self_baseline:
         return out
     out.append({"type": "models_differ", **numbers, **where,

@@ -366,6 +366,11 @@ def _scope(folder: dict, drop: tuple[str, str] | None, recovered: bool, invalid:
     than the located drop, an invalid run, post-processing inside the compared model, the
     located step; unplaced when no drop is located or its comparison is in doubt."""
     declared = _declared(folder)
+    if folder.get("control") or (folder["baseline"] and
+                                 folder["baseline"] == folder["analysis_stage"]):
+        # R5.6: one stage against itself (declared, or two quantized versions of one model
+        # the probe found equal without their quantization): what noise looks like
+        return "control"
     if declared and recovered and folder["analysis_stage"] == "calib":
         return "recovered"          # float vs calib, a loss QAT recovered: never the cause
     if declared and drop is not None and \
@@ -539,6 +544,9 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
                   "has_badcase": "badcase.txt" in found or "all_badcase_info.pt" in found,
                   # set once every folder is read (_mark_sibling_sensitivity) and the
                   # stage table is (place_folders); the reading's origin below
+                  # a control (R5.6): two quantized versions of one model the probe found
+                  # equal without their quantization (collectors/model_match.py)
+                  "control": False,
                   "sibling_sensitivity": False, "scope": "unplaced", "drives": True,
                   "drop_from": "", "drop_to": "", "origin_layer": "", "origin_pattern": "",
                   "source": rel}

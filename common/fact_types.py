@@ -52,7 +52,9 @@ FIX_METRICS = ("Cosine", "L1", "MSE")
 # a comma is refused when read, so splitting on it gives the names back exactly)
 LAYER_SEPARATOR = ", "
 # knowledge.md §17 R4.5: the step a QuantAnalysis folder speaks for (qa_folder.scope)
-FOLDER_SCOPES = ("unplaced", "located", "recovered", "other_step", "invalid_run", "postprocess")
+FOLDER_SCOPES = ("unplaced", "located", "recovered", "other_step", "invalid_run", "postprocess",
+                 # a stage against itself (two calibrations, a model and its copy): R5.6
+                 "control")
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,8 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                   # which tool wrote the tables: the Horizon profiler or qcdoctor probe
                   "origin": _s("profiler", "probe", default="profiler"),
                   "has_compare": _b(), "has_sensitivity": _b(), "has_advisor": _b(),
+                  # two quantized versions of one model, equal without quantization (R5.6)
+                  "control": _b(),
                   "has_badcase": _b(),
                   # sensitivity tables present, or the probe's manifest says it ran one
                   "sensitivity_ran": _b(),

@@ -224,7 +224,8 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
             # R5.3: the two models without quantization, one forward (the baseline itself
             # where it is the analysis model with every fake quant off)
             all_off, matched, failed = (reference, identical(), None) if self_baseline \
-                else _models_match(analysis, adapter, run, reference, every[1])
+                else _models_match(analysis, adapter, run, reference, every[1],
+                                   baseline, every[0])
             named = _output_names(reference, layers.analysis_outputs, names, metric,
                                   sensitivity, try_fixes)
             tables = {}
@@ -280,15 +281,29 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
 
 
 def _models_match(analysis: nn.Module, adapter: QuantizerAdapter, run, reference: list,
-                  modules: list[nn.Module]) -> tuple[list | None, dict | None, str | None]:
+                  modules: list[nn.Module], baseline: nn.Module, baseline_modules: list
+                  ) -> tuple[list | None, dict | None, str | None]:
     """(the analysis model's outputs with every fake quant off, their models_match against
-    ``reference``, why there is none): a model that cannot run so is said, not an end."""
+    ``reference``, why there is none): a model that cannot run so is said, not an end.
+    A quantized baseline (two calibrations, a model against its copy) is compared without
+    its quantization too: what R5.3 asks is whether the models differ beyond it; where
+    they do not, the comparison is a control (``baseline_quantized`` and ``match``)."""
     try:
         off = all_off_outputs(analysis, adapter, run, modules)
+        quantized = _quantized(baseline, adapter)
+        against = all_off_outputs(baseline, adapter, run, baseline_modules) if quantized \
+            else reference
     except Exception as exc:  # noqa: BLE001 - whatever the user's forward raises
         return None, None, _first_line(exc)
-    matched = models_match(reference, off)
+    matched = models_match(against, off)
+    if matched is not None:
+        matched["baseline_quantized"] = quantized
     return off, matched, None if matched is not None else "the outputs differ in shape"
+
+
+def _quantized(model: nn.Module, adapter: QuantizerAdapter) -> bool:
+    """Whether ``model`` quantizes: a fake quant of it switched on."""
+    return any(adapter.is_enabled(q) for q in adapter.quantizers(model))
 
 
 def _match_warnings(matched: dict | None, failed: str | None) -> list[str]:

@@ -113,13 +113,24 @@ def test_many_small_steps_in_a_deep_chain_are_accumulation(tmp_path):
 
 
 def test_rows_a_few_steps_apart_with_nothing_standing_out_are_noise(tmp_path):
-    """Two honest calibrations: every row 1-6 steps apart, Cosine above 0.99."""
+    """Every row 1-6 steps apart, Cosine above cosine_good (0.999): nothing stands out."""
+    rng = np.random.default_rng(3)
+    rows = [(f"n.{i}", [f"n.{i - 1}"] if i else [], float(1.0 - rng.uniform(0, 0.0009)),
+             float(rng.uniform(1, 6))) for i in range(40)]
+    edges, names, cos, qsteps = table(tmp_path, rows)
+    reading = read_graph(cos, qsteps, edges)
+    assert reading.pattern in ("none", "noise") and reading.sources == []
+
+
+def test_rows_below_the_cited_threshold_are_accumulation_never_noise(tmp_path):
+    """knowledge.md R5.6: the same rows falling to 0.996, below the cosine_good the report
+    cites, are no noise (a control says what noise is: at the folder, scope control)."""
     rng = np.random.default_rng(3)
     rows = [(f"n.{i}", [f"n.{i - 1}"] if i else [], float(1.0 - rng.uniform(0, 0.004)),
              float(rng.uniform(1, 6))) for i in range(40)]
     edges, names, cos, qsteps = table(tmp_path, rows)
     reading = read_graph(cos, qsteps, edges)
-    assert reading.pattern == "noise" and reading.sources == []
+    assert reading.pattern != "noise"
 
 
 def test_a_verdict_that_a_tenth_of_a_threshold_flips_is_borderline(tmp_path):

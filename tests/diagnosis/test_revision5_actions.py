@@ -116,3 +116,56 @@ def test_post_processing_in_the_model_with_a_raised_tail_says_the_run_is_unsound
     assert {"LY027", "LY085"} <= fired, sorted(fired)
     redo = next(a for a in report["next_actions"] if a["id"].startswith("compare_without"))
     assert redo["analysis_model_type"] == "convert" and redo["cost"] == "analyse"
+
+
+def _declining(folder: Path, count: int = 20) -> None:
+    """Cosine falling steadily from 1.0 to 0.996, a few quantization steps a row."""
+    write_compare(folder, [layer(f"l{i}", 1.0 - 0.004 * i / (count - 1), atol=0.001 * (1 + i / 10),
+                                 qscale=0.01) for i in range(count)])
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("stage, pair, cost", [
+    ("convert", "qat_bc: {metric: mAP, value: 0.449}\n  quantized_bc: {metric: mAP, value: 0.391}",
+     "retrain"),
+    ("calibration", "float: {metric: mAP, value: 0.60}\n  calib: {metric: mAP, value: 0.50}",
+     "recalibrate"),
+])
+def test_a_steady_decline_below_the_cited_threshold_is_accumulation_with_its_remedy(
+        tmp_path, lang, stage, pair, cost):
+    """R5.6: eleven rows below the 0.999 the report cites are no quantization noise."""
+    case = tmp_path / "case"
+    kind, baseline, analysis = {"convert": ("convert", "qat_bc", "quantized_bc"),
+                                "calibration": ("fake_quant", "float", "calib")}[stage]
+    _declining(case / "qa")
+    (case / "case.yaml").write_text(
+        f"symptom: mAP drops\nevidence: [dataset_eval]\nbadcase: available\n"
+        f"platform: {{chip: J6E}}\nstages:\n  {pair}\n"
+        f"analyses_run: [{{type: {kind}, baseline: {baseline}, analysis: {analysis}, "
+        f"out_dir: qa}}]\n", encoding="utf-8")
+    report = triage_path(case, use_env=False, lang=lang)
+    assert report["conclusion"]["stage"] == stage
+    fired = {t["rule"] for t in report["trace"]}
+    assert "LY022" not in fired and "LY012" not in fired and "LY011" in fired, sorted(fired)
+    remedy = next(a for a in report["next_actions"] if a["id"].startswith("qint16:"))
+    assert remedy["cost"] == cost
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_control_from_tables_alone_reads_as_noise_with_no_remedy(tmp_path, lang):
+    """R5.6: a stage against itself (declared in analyses_run) is a control."""
+    case = tmp_path / "case"
+    _declining(case / "qa_control")
+    (case / "case.yaml").write_text(
+        "symptom: mAP drops after calibration\nevidence: [dataset_eval]\nbadcase: available\n"
+        "platform: {chip: J6E}\nstages:\n  float: {metric: mAP, value: 0.60}\n"
+        "  calib: {metric: mAP, value: 0.50}\n"
+        "analyses_run: [{type: fake_quant, baseline: calib, analysis: calib, "
+        "out_dir: qa_control}]\n", encoding="utf-8")
+    report = triage_path(case, use_env=False, lang=lang)
+    (folder,) = [f for f in report["facts"] if f["type"] == "qa_folder"]
+    assert folder["scope"] == "control"
+    fired = {t["rule"] for t in report["trace"]}
+    assert "LY086" in fired
+    assert not [a for a in report["next_actions"]
+                if a["kind"] == "lut_bisect" or a["id"].startswith(("qint16:", "fixed_scale:"))]
