@@ -40,7 +40,7 @@ MATERIAL = {"compile_script": "script", "hb_compile_yaml": "config", "dumps": "d
 SCRIPT_PATH, CONFIG_PATH = "deploy/compile_model.py", "config.yaml"
 EXPECT_KEYS = {"stage", "suspect", "determined", "checklist", "missing", "no_missing",
                "consistency", "actions", "no_actions", "evaluate", "facts", "costs", "order"}
-SECTIONS = ("§5", "§7", "§10", "§17")
+SECTIONS = ("§5", "§7", "§10", "§17", "§18")
 # knowledge.md §17's decisions the map covers: revision 4's from R4.5 on (R4.1-R4.4, the
 # layer reading, are proven on layer tables and real networks: tests/collectors,
 # tests/probe)
@@ -319,6 +319,21 @@ def test_every_mapped_decision_of_section_17_is_mapped(knowledge):
     assert set(MAPPED_DECISIONS) <= set(decisions), decisions
     mapped = {r["decision"] for r in MAP["rows"] if r["section"] == "§17"}
     assert mapped == set(MAPPED_DECISIONS), sorted(set(MAPPED_DECISIONS) ^ mapped)
+
+
+def test_every_decision_of_section_18_is_mapped(knowledge):
+    """Every R5.n: an entry with examples, or the tests that decide it (each one there)."""
+    decisions = re.findall(r"^\*\*(R5\.\d+) ", _section(knowledge, 18), re.M)
+    assert len(decisions) >= 11, decisions
+    by_examples = {r["decision"] for r in MAP["rows"] if r["section"] == "§18"}
+    by_tests = MAP.get("revision5_tests", {})
+    assert set(decisions) == by_examples | set(by_tests), \
+        sorted(set(decisions) ^ (by_examples | set(by_tests)))
+    for decision, tests in by_tests.items():
+        for test in tests:
+            path, _, name = test.partition("::")
+            source = (TESTS.parent / path).read_text(encoding="utf-8")
+            assert not name or f"def {name}(" in source, (decision, test)
 
 
 # --- each example, triaged in full --------------------------------------------------------
