@@ -149,6 +149,9 @@ def test_a_steady_decline_below_the_cited_threshold_is_accumulation_with_its_rem
     assert "LY022" not in fired and "LY012" not in fired and "LY011" in fired, sorted(fired)
     remedy = next(a for a in report["next_actions"] if a["id"].startswith("qint16:"))
     assert remedy["cost"] == cost
+    # R3.14: its code's comment says what the finding says (accumulation, not rounding)
+    first = remedy["code"].splitlines()[0]
+    assert ("accumulates" in first or "累积" in first) and "rounding" not in first, first
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
