@@ -327,7 +327,7 @@ ENGLISH_DIGESTS = {
     "convert_sensitivity": "dba4cd08b87f0fe7fb536e90159dbe6993812fbaab82235b647d584c793caebf",
     "convert_sensitivity_pending":
         "53784a5b370f81ff56a5755f0d085c6f2ab0f0506d50fc78ddb4e4d2f8b8b54d",
-    "evaluate_stage": "8acc270c2bcaa9d5a7a616fb57549900cf7731acf3b09af9062871a0243c01ba",
+    "evaluate_stage": "80c2bde240f87666a8597b754192476366651c2b01d63752c4b5bb56d27ecada",
     "export_state_check": "d543e622dad026ff0b5ac37c7af03e71f4a150a9932c5bba2420564bb8e163fc",
     "fixed_scale": "9c73cee30c7519ea895e390a4e890db6b1b269eccc1583fa9d23a8e0f1a2b139",
     "lut_bisect": "32794c021088bf76ef860aa4aa44bf18f96c9d548099c53a53de2d2c17cafe8a",
