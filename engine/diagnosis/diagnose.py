@@ -164,7 +164,8 @@ def _provide(item: str, read: set[str], lang: str) -> str:
     never the file again."""
     spec = checklist_items()[item]
     after_reading = spec.get("provide_read")
-    if after_reading and after_reading["from"] in read:
+    froms = after_reading and after_reading["from"]
+    if froms and set([froms] if isinstance(froms, str) else froms) & read:
         return after_reading[lang]
     return spec["provide"][lang]
 
