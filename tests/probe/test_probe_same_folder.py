@@ -30,6 +30,7 @@ def _model(width: int) -> nn.Module:
 
 
 def _probe(out: str, width: int, started, go) -> None:
+    torch.set_num_threads(1)
     model = _model(width)
     original = probe_compare._stage
 
@@ -68,7 +69,9 @@ def _whole(out: Path) -> None:
 
 def test_two_probes_into_one_folder_never_mix(tmp_path):
     out = tmp_path / "qa_probe"
-    context = multiprocessing.get_context("fork")
+    # spawned, not forked: a fork of a process whose torch thread pools already run can
+    # hang in its first parallel op
+    context = multiprocessing.get_context("spawn")
     go = context.Event()
     started = [context.Event(), context.Event()]
     runs = [context.Process(target=_probe, args=(str(out), width, started[i], go))
