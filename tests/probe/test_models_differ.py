@@ -17,11 +17,10 @@ yaml = pytest.importorskip("yaml")
 from torch import nn  # noqa: E402
 
 from qcdoctor.engine.diagnosis.triage import triage_path  # noqa: E402
-from qcdoctor.engine.reports.formats import render_output  # noqa: E402
-from qcdoctor.engine.reports.terminal import render_terminal  # noqa: E402
 from qcdoctor.errors import QcdoctorError  # noqa: E402
 from qcdoctor.probe import compare_models  # noqa: E402
 from qcdoctor.probe.model_match import RELATIVE_TOLERANCE  # noqa: E402
+from tests.probe_cases import triaged_case  # noqa: E402
 from tests.probe_nets import (  # noqa: E402
     inject,
     one_thread,  # noqa: F401 - an autouse fixture: one torch thread here
@@ -85,17 +84,7 @@ def triaged(tmp_path, baseline, analysis, **options) -> tuple[dict, dict, object
     case = tmp_path / "case"
     result = compare_models(baseline, analysis, example(), case / "qa_probe",
                             stages=("float", "qat"), **options)
-    (case / "case.yaml").write_text("symptom: accuracy drops after QAT\n"
-                                    "platform: {chip: J6E}\n", encoding="utf-8")
-    report = None
-    for lang in ("zh", "en"):
-        report = triage_path(case, use_env=False, lang=lang)
-        for fmt in ("md", "html", "json", "sarif", "junit"):
-            assert render_output(report, fmt).strip(), (fmt, lang)
-        assert render_terminal(report, color=False).strip()
-    facts: dict = {}
-    for fact in report["facts"]:
-        facts.setdefault(fact["type"], []).append(fact)
+    report, facts = triaged_case(case, "accuracy drops after QAT")
     return report, facts, result
 
 

@@ -19,10 +19,10 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from qcdoctor.engine.diagnosis.triage import triage_path  # noqa: E402
 from qcdoctor.engine.reports.formats import render_output  # noqa: E402
-from qcdoctor.engine.reports.terminal import render_terminal  # noqa: E402
 from qcdoctor.probe import compare_models  # noqa: E402
+from tests.probe.test_graph_reading_real_networks import Clamp  # noqa: E402
+from tests.probe_cases import triaged_case  # noqa: E402
 from tests.probe_nets import (  # noqa: E402
     eager_qat,
     fixed_quantizer,
@@ -52,17 +52,7 @@ def triaged(tmp_path, baseline, analysis, inputs, **options) -> tuple[dict, dict
     case = tmp_path / "case"
     compare_models(baseline, analysis, inputs, case / "qa_probe", sensitivity=False,
                    **options)
-    (case / "case.yaml").write_text("symptom: accuracy drops after QAT\n"
-                                    "platform: {chip: J6E}\n", encoding="utf-8")
-    report = None
-    for lang in ("zh", "en"):
-        report = triage_path(case, use_env=False, lang=lang)
-        for fmt in ("md", "html", "json", "sarif", "junit"):
-            assert render_output(report, fmt).strip(), (fmt, lang)
-        assert render_terminal(report, color=False).strip()
-    facts: dict = {}
-    for fact in report["facts"]:
-        facts.setdefault(fact["type"], []).append(fact)
+    report, facts = triaged_case(case, "accuracy drops after QAT")
     return report, facts
 
 
@@ -179,15 +169,6 @@ class ConvReLU6Pool(nn.Module):
     def forward(self, x):
         y = self.pool(self.activ(self.conv2(self.stem(x))))
         return self.fc(torch.flatten(y, 1))
-
-
-class Clamp(nn.Module):
-    def __init__(self, high: float):
-        super().__init__()
-        self.high = high
-
-    def forward(self, x):
-        return x.clamp(max=self.high)
 
 
 def test_a_quantizer_shared_by_a_conv_and_its_relu6_is_one_source(tmp_path):
