@@ -681,32 +681,29 @@ def _layer_calls(facts: list[dict], rel: str, found: dict, files: CaseFiles) -> 
     """layer_calls.csv's calls by row name (qcdoctor probe writes it beside its tables):
     the graph the reading prefers to fx_graph.txt."""
     from qcdoctor.collectors.reading.layer_calls import LAYER_CALLS_FILE, load_layer_calls
-    if LAYER_CALLS_FILE not in found:
-        return None
-    lrel = f"{rel}/{LAYER_CALLS_FILE}" if rel != "." else LAYER_CALLS_FILE
-    loaded = _read(facts, lrel, load_layer_calls, found[LAYER_CALLS_FILE], files=files,
-                   kind="graph")
-    if loaded is None:
-        return None
-    calls, problems = loaded
-    if problems:
-        facts.append(_problem(lrel, joined(problems[:5]), True, lrel))
-    return calls or None
+    return _companion(facts, rel, found, files, LAYER_CALLS_FILE, load_layer_calls)
 
 
 def _own_errors(facts: list[dict], rel: str, found: dict, files: CaseFiles) -> dict | None:
     """layer_own_error.csv's rows by mod_name, where the probe measured them."""
     from qcdoctor.collectors.reading.own_error import OWN_ERROR_FILE, load_own_error
-    if OWN_ERROR_FILE not in found:
+    return _companion(facts, rel, found, files, OWN_ERROR_FILE, load_own_error)
+
+
+def _companion(facts: list[dict], rel: str, found: dict, files: CaseFiles, name: str,
+               loader) -> dict | None:
+    """A file the probe writes beside its tables, read by ``loader`` into (rows by name,
+    problems): its problems one partial artifact_problem, None where it is absent, empty
+    or unreadable."""
+    if name not in found:
         return None
-    orel = f"{rel}/{OWN_ERROR_FILE}" if rel != "." else OWN_ERROR_FILE
-    loaded = _read(facts, orel, load_own_error, found[OWN_ERROR_FILE], files=files,
-                   kind="graph")
+    frel = f"{rel}/{name}" if rel != "." else name
+    loaded = _read(facts, frel, loader, found[name], files=files, kind="graph")
     if loaded is None:
         return None
     rows, problems = loaded
     if problems:
-        facts.append(_problem(orel, joined(problems[:5]), True, orel))
+        facts.append(_problem(frel, joined(problems[:5]), True, frel))
     return rows or None
 
 

@@ -14,7 +14,6 @@ model and written as fix_trials.yaml (probe/fix_trials.py).
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import re
@@ -43,6 +42,7 @@ from qcdoctor.probe.capture import PATTERN_END, SAME, LayerRows, compare_layers
 from qcdoctor.probe.fast_quant import FastQuantizers
 from qcdoctor.probe.model_match import (
     all_off_outputs,
+    deep_copy,
     fake_quant_off_copy,
     identical,
     is_self_baseline,
@@ -931,15 +931,7 @@ def _write_manifest(result: ProbeResult, kind: str, metric: str,
 def _trial_copy(analysis: nn.Module) -> nn.Module:
     """A deep copy of the analysis model for the fix trials, in eval mode with its
     observers frozen (the user's model keeps its own modes and switches)."""
-    try:
-        trial = copy.deepcopy(analysis)
-    except Exception as exc:  # noqa: BLE001 - whatever the user's modules hold
-        lines = str(exc).strip().splitlines()
-        raise QcdoctorError(f"the analysis model cannot be deep-copied for the fix trials "
-                            f"({type(exc).__name__}: {lines[0][:200] if lines else ''})",
-                            key="try_fixes",
-                            fix="keep no uncopyable state (open files, locks, generators) "
-                                "in the modules, or run without --try-fixes") from exc
+    trial = deep_copy(analysis, "for the fix trials", "try_fixes", "run without --try-fixes")
     _eval(trial)
     freeze_observers(trial)
     return trial

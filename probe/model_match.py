@@ -185,18 +185,25 @@ def is_self_baseline(baseline) -> bool:
 def fake_quant_off_copy(analysis: nn.Module, adapter: QuantizerAdapter) -> nn.Module:
     """The baseline of ``"self"``: a deep copy of the analysis model with every fake quant
     switched off (the user's model keeps its switches)."""
+    baseline = deep_copy(analysis, "as its own baseline", "baseline",
+                         "give the float model as the baseline")
+    for quantizer in adapter.quantizers(baseline):
+        adapter.set_enabled(quantizer, False)
+    return baseline
+
+
+def deep_copy(model: nn.Module, purpose: str, key: str, instead: str) -> nn.Module:
+    """A deep copy of the analysis model, or one clear error naming ``key`` (what its
+    modules hold decides whether it copies: an open file, a lock, a generator does not)."""
     import copy
 
     from qcdoctor.errors import QcdoctorError
     try:
-        baseline = copy.deepcopy(analysis)
+        return copy.deepcopy(model)
     except Exception as exc:  # noqa: BLE001 - whatever the user's modules hold
         lines = str(exc).strip().splitlines()
-        raise QcdoctorError(f"the analysis model cannot be deep-copied as its own baseline "
+        raise QcdoctorError(f"the analysis model cannot be deep-copied {purpose} "
                             f"({type(exc).__name__}: {lines[0][:200] if lines else ''})",
-                            key="baseline",
+                            key=key,
                             fix="keep no uncopyable state (open files, locks, generators) in "
-                                "the modules, or give the float model as the baseline") from exc
-    for quantizer in adapter.quantizers(baseline):
-        adapter.set_enabled(quantizer, False)
-    return baseline
+                                f"the modules, or {instead}") from exc

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from qcdoctor.collectors.reading.own_error import csv_cells, read_line
+from qcdoctor.collectors.reading.own_error import csv_cells, data_lines, read_line
 from qcdoctor.collectors.reasons import reason
 from qcdoctor.collectors.tables import check_columns
 
@@ -45,15 +45,7 @@ def load_layer_calls(path: Path) -> tuple[dict[str, Call], list[str]]:
                                     columns=", ".join(header[:20]),
                                     wanted=", ".join(COLUMNS)))
         where = {name: header.index(name) for name in COLUMNS if name in header}
-        number = 1
-        while True:
-            number += 1
-            line = read_line(handle, path, number)
-            if not line:
-                break
-            cells = csv_cells(line)
-            if not any(c.strip() for c in cells):
-                continue
+        for number, cells in data_lines(handle, path):
             call = _call(cells, where, number)
             if call is None:
                 bad.append(number)

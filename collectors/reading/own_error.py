@@ -40,15 +40,7 @@ def load_own_error(path: Path) -> tuple[dict[str, dict], list[str]]:
             raise ValueError(reason("no {column} column (columns: {columns})",
                                     column=missing[0], columns=", ".join(header[:20])))
         where = {name: header.index(name) for name in COLUMNS if name in header}
-        number = 1
-        while True:
-            number += 1
-            line = read_line(handle, path, number)
-            if not line:
-                break
-            cells = csv_cells(line)
-            if not any(c.strip() for c in cells):
-                continue
+        for number, cells in data_lines(handle, path):
             if len(cells) < len(header):
                 short.append(number)
                 continue
@@ -80,6 +72,20 @@ def read_line(handle, path: Path, number: int) -> str:
     if len(line) > TABLE_LINE_BYTES:
         raise line_too_long(number, str(path))
     return line
+
+
+def data_lines(handle, path: Path):
+    """(line number, cells) of each line after the header that holds anything, each line
+    read within the table line cap (the probe's CSV files: layer_own_error, layer_calls)."""
+    number = 1
+    while True:
+        number += 1
+        line = read_line(handle, path, number)
+        if not line:
+            return
+        cells = csv_cells(line)
+        if any(c.strip() for c in cells):
+            yield number, cells
 
 
 def csv_cells(line: str) -> list[str]:
