@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from qcdoctor.collectors.bounded_data import DataRefused, load_json
-from qcdoctor.collectors.model_check import call_of
+from qcdoctor.collectors.reading.fx_graph import split_call
 from qcdoctor.collectors.reasons import Reason, artifact_problem, joined, reason, with_fix, zh
 from qcdoctor.source_locations import at
 
@@ -48,7 +48,7 @@ class SourceMap:
         """(module, "file:line") of a row or module name: the module itself, its call
         (``head(2)`` is ``head``), or the one module whose path ends with the name on a
         dot (a QuantAnalysis table may drop the top-level prefix, or the map may)."""
-        module = call_of(name)[0]
+        module = split_call(name)[0]
         if module in self.defined_at:
             return module, self.defined_at[module]
         tails = [m for m in self.defined_at
@@ -127,7 +127,7 @@ def _layer(entry: dict, where: str, found: SourceMap) -> str:
     if problem is not None:
         found.skipped.append(problem)
         return ""
-    module = call_of(module.strip()[:MAX_TEXT])[0]
+    module = split_call(module.strip()[:MAX_TEXT])[0]
     found.read += 1
     found.defined_at.setdefault(module, source)
     return module

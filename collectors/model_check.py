@@ -23,11 +23,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qcdoctor.collectors.reading.fx_graph import split_call
 from qcdoctor.collectors.tables import psql_tables, simple_table
 
 _AVG = re.compile(r"averaging_constant\s*=\s*([0-9.eE+-]+)")
 _ABNORMAL_COMPUTE = re.compile(r"^(\S+)\s+((?:float|int|qint)\d+\*(?:float|int|qint)\d+)\s*$")
-_CALL = re.compile(r"^(.*\S)\((\d+)\)$")
 # "horizon_plugin_pytorch version: 3.0.5" (a colon, an equals sign or spaces between)
 _VERSION = re.compile(r"^(horizon[_-]plugin[_-](?:pytorch|profiler))\s+version\s*[:=]?\s*"
                       r"(\S+)\s*$", re.I)
@@ -53,12 +53,6 @@ class ModelCheck:
     march: tuple[str, int] | None = None
 
 
-def call_of(name: str) -> tuple[str, int]:
-    """(module, call index) of a row name: ``head(2)`` is head's third call (0 the first)."""
-    found = _CALL.match(name)
-    return (found.group(1), int(found.group(2))) if found else (name, 0)
-
-
 def check_model(path: Path) -> list[dict]:
     return read_model_check(path).findings
 
@@ -69,7 +63,7 @@ def read_model_check(path: Path) -> ModelCheck:
     seen: set[tuple[str, str, str]] = set()
 
     def add(kind, module, detail, line, **extra):
-        module, call = call_of(module)
+        module, call = split_call(module)
         # one finding a module (at its first call); a "please check" row per message
         key = (kind, module, detail if kind == "please_check" else "")
         if key in seen:

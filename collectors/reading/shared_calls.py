@@ -10,7 +10,7 @@ same module (an eager model's reused activation)."""
 
 from __future__ import annotations
 
-from qcdoctor.collectors.model_check import call_of
+from qcdoctor.collectors.reading.fx_graph import split_call
 
 
 def shared_call_facts(facts: list[dict], shared: dict[str, tuple[int, str, list]]
@@ -25,7 +25,7 @@ def shared_call_facts(facts: list[dict], shared: dict[str, tuple[int, str, list]
         for layer in (origin["layer"], origin.get("second_layer", "")):
             if not layer:
                 continue
-            module, call = call_of(layer)
+            module, call = split_call(layer)
             found = _shared(module, layer, origin, shared)
             if found is None:
                 continue
@@ -43,7 +43,7 @@ def _shared(module: str, layer: str, origin: dict, shared: dict):
     # the probe's calls: the origin's quantizer also quantizes another call of its module
     listed = origin.get("same_quantizer", "").removesuffix(" ...")
     others = [name for name in listed.split(", ") if name]
-    calls = [name for name in others if call_of(name)[0] == module and name != layer]
+    calls = [name for name in others if split_call(name)[0] == module and name != layer]
     if calls:
         return len(calls) + 1, origin.get("source", ""), origin.get("locations", [])
     return None

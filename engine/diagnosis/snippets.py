@@ -22,7 +22,7 @@ import math
 import re
 from functools import lru_cache
 
-from qcdoctor.collectors.model_check import call_of
+from qcdoctor.collectors.reading.fx_graph import split_call
 from qcdoctor.fact_types import LAYER_SEPARATOR
 from qcdoctor.package_data import load_yaml
 from qcdoctor.templating import new_environment
@@ -181,7 +181,7 @@ def snippet_context(action: dict, case_context: dict, lang: str = "en") -> dict:
         "layer": action.get("layer", ""),
         # a call of a shared module (``head(1)``): the module, and the attribute the call's
         # own copy takes (knowledge.md R5.10)
-        "layer_module": call_of(str(action.get("layer", "")))[0],
+        "layer_module": split_call(str(action.get("layer", "")))[0],
         "own_attribute": _own_attribute(str(action.get("layer", ""))),
         # a measured remedy (fix_trials.yaml): the fix and exactly the layers it was
         # measured on; a single ``layer`` stands for a list of one
@@ -198,7 +198,7 @@ def snippet_context(action: dict, case_context: dict, lang: str = "en") -> dict:
 def _own_attribute(layer: str) -> Code:
     """``model.0.act(3)`` -> ``own_model_0_act_call3``: an identifier whatever the name holds
     (the words of the name kept, anything else dropped)."""
-    module, call = call_of(layer)
+    module, call = split_call(layer)
     words = "_".join(re.findall(r"[A-Za-z0-9]+", module)) or "module"
     return identifier(f"own_{words}_call{call}")
 

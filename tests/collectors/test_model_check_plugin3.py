@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from qcdoctor.collectors.model_check import call_of, read_model_check
+from qcdoctor.collectors.model_check import read_model_check
+from qcdoctor.collectors.reading.fx_graph import split_call
 from qcdoctor.engine.diagnosis.triage import triage_path
 from qcdoctor.engine.reports.formats import render_output
 
@@ -97,7 +98,7 @@ def test_every_plugin3_section_is_read_with_its_line(tmp_path):
 @pytest.mark.parametrize("name, expected", [("head", ("head", 0)), ("head(1)", ("head", 1)),
                                             ("a.b(12)", ("a.b", 12)), ("f(x)", ("f(x)", 0))])
 def test_a_call_is_named_as_the_profiler_names_it(name, expected):
-    assert call_of(name) == expected
+    assert split_call(name) == expected
 
 
 def _case(tmp_path: Path, body: str, model_check: str) -> Path:
