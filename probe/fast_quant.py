@@ -39,6 +39,8 @@ from qcdoctor.probe import fused
 _PLAIN = (FakeQuantize, FusedMovingAvgObsFakeQuantize, FixedQParamsFakeQuantize)
 _PER_CHANNEL = (torch.per_channel_affine, torch.per_channel_symmetric)
 _STATE = ("scale", "zero_point", "fake_quant_enabled", "observer_enabled")
+_SWITCHES = ("fake_quant_enabled", "observer_enabled")
+_RANGE = ("min_val", "max_val", "eps")           # a fused quantizer's observer's
 
 # quantizer -> (stamp of its state tensors, plan or None)
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -112,18 +114,29 @@ class _Plan:
 
 
 def _stamp(quantizer: nn.Module):
-    """Identity and version of each state tensor: equal while none was replaced or written.
-    None: a state tensor missing, or one without a version (made in inference mode)."""
-    parts = []
-    buffers = quantizer._buffers
-    for name in _STATE:
-        tensor = buffers.get(name)
-        if tensor is None:
+    """Identity and version of each state tensor the plan is read from: equal while none
+    was replaced or written. None: a state tensor missing, or one without a version (made
+    in inference mode). The fused kernel writes its scale and zero point at every call
+    (from its observer's range): its plan is read from that range, so the model's own
+    forwards between two probes leave its plan standing."""
+    if type(quantizer) is FusedMovingAvgObsFakeQuantize:
+        observer = getattr(quantizer, "activation_post_process", None)
+        if not isinstance(observer, nn.Module):
             return None
-        try:
-            parts.append((id(tensor), tensor._version))
-        except RuntimeError:                # an inference tensor keeps no version
-            return None
+        held = ((quantizer._buffers, _SWITCHES), (observer._buffers, _RANGE))
+        parts = [getattr(observer, "quant_min", None), getattr(observer, "quant_max", None)]
+    else:
+        held = ((quantizer._buffers, _STATE),)
+        parts = []
+    for buffers, names in held:
+        for name in names:
+            tensor = buffers.get(name)
+            if tensor is None:
+                return None
+            try:
+                parts.append((id(tensor), tensor._version))
+            except RuntimeError:                # an inference tensor keeps no version
+                return None
     return tuple(parts)
 
 

@@ -212,3 +212,30 @@ def test_a_forward_of_the_users_own_is_left_alone_and_switching_off_leaves_all()
         assert fake_quant(model.second, torch.randn(3)) is None
     finally:
         fast_quant.ENABLED = old
+
+
+def test_a_fused_quantizers_plan_outlives_its_own_calls_and_follows_its_observers_range(
+        monkeypatch):
+    """The fused kernel writes its scale and zero point at every call: the model's own
+    forwards between two probes must not make every plan be read again (a settling call
+    each), and a range that did change (an observer switched on, a state loaded) must."""
+    model, x = _calibrated(), torch.randn(300, generator=torch.Generator().manual_seed(5))
+    quantizer = model.first
+    reads = []
+    read_plan = fast_quant._read_plan
+    monkeypatch.setattr(fast_quant, "_read_plan", lambda q: reads.append(q) or read_plan(q))
+    assert fake_quant(quantizer, x) is not None and reads == [quantizer]
+    with torch.inference_mode():
+        type(quantizer).forward(quantizer, x)              # the model's own forward
+        type(quantizer).forward(quantizer, x)
+    assert torch.equal(fake_quant(quantizer, x), type(quantizer).forward(quantizer, x))
+    assert reads == [quantizer]                            # the plan stood
+    quantizer.enable_observer()                            # the range moves ...
+    type(quantizer).forward(quantizer, x * 5)
+    quantizer.disable_observer()
+    assert torch.equal(fake_quant(quantizer, x * 3), type(quantizer).forward(quantizer, x * 3))
+    assert len(reads) == 2
+    state = _calibrated().first.state_dict()               # ... or is loaded
+    quantizer.load_state_dict(state)
+    assert torch.equal(fake_quant(quantizer, x * 3), type(quantizer).forward(quantizer, x * 3))
+    assert len(reads) == 3
