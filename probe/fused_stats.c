@@ -10,6 +10,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* -ffast-math (or -Ofast, or -ffinite-math-only) arriving through CFLAGS would fold away
  * the NaN tests (t != t) and reassociate the sums: no kernel rather than a wrong one (the
@@ -20,7 +21,7 @@
 
 /* the functions' signatures and meaning: probe/fused.py loads a library only when it
  * reads the number it was written for (a stale build is never called) */
-__attribute__((visibility("default"))) const int32_t qcd_fused_version = 2;
+__attribute__((visibility("default"))) const int32_t qcd_fused_version = 3;
 
 #define LANES 8
 
@@ -244,4 +245,130 @@ WIDE void qcd_fake_quant_pair_f32(const float *restrict base, const float *restr
     out[0] = total_noise;
     out[1] = any_nan ? NAN : largest;
     out[2] = total_power;
+}
+
+/* exp(x) from adds, multiplies and bit moves alone, so the same bits on every machine and
+ * vector width (no libm: its variants differ by CPU feature). x = k ln2 + r, |r| <= ln2/2,
+ * k rounded half to even by the 1.5 * 2^m trick (t's low bits then hold k); exp(r) by its
+ * Taylor series (its remainder below the type's rounding); 2^k built in the exponent
+ * bits. Where 2^k would leave the normal range (x below about -708 in float64, -87 in
+ * float32; -inf included) the result is 0: KL shifts its largest term to e^0 or keeps it
+ * within e^+-30, so such a term weighs less than e^-57 of it. The test is on k's bits:
+ * a comparison of floating values selecting one keeps the loop from being vectorised. A
+ * NaN stays NaN. */
+static inline __attribute__((always_inline)) double exp64(double x)
+{
+    const double shifter = 0x1.8p52, log2e = 0x1.71547652b82fep0;
+    const double ln2_high = 0x1.62e42fee00000p-1, ln2_low = 0x1.a39ef35793c76p-33;
+    double t = x * log2e + shifter;
+    double k = t - shifter;
+    double r = (x - k * ln2_high) - k * ln2_low;
+    double p = 1.0 / 39916800.0;                /* to r^11: below 1e-14 */
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    int64_t whole_k;
+    memcpy(&whole_k, &t, sizeof whole_k);
+    whole_k -= INT64_C(0x4338000000000000);
+    uint64_t power_bits = (uint64_t)(whole_k + 1023) << 52;
+    double power, value;
+    memcpy(&power, &power_bits, sizeof power);
+    value = p * power;
+    uint64_t value_bits;
+    memcpy(&value_bits, &value, sizeof value_bits);
+    value_bits &= (uint64_t)-(int64_t)(whole_k > -1022);
+    memcpy(&value, &value_bits, sizeof value);
+    return value;
+}
+
+static inline __attribute__((always_inline)) float exp32(float x)
+{
+    const float shifter = 0x1.8p23f, log2e = 0x1.715476p0f;
+    const float ln2_high = 0x1.62e400p-1f, ln2_low = 0x1.7f7d1cp-20f;
+    float t = x * log2e + shifter;
+    float k = t - shifter;
+    float r = (x - k * ln2_high) - k * ln2_low;
+    float p = 1.0f / 5040.0f;                   /* to r^7: within 1e-7 */
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t whole_k;
+    memcpy(&whole_k, &t, sizeof whole_k);
+    whole_k -= 0x4B400000;
+    uint32_t power_bits = (uint32_t)(whole_k + 127) << 23;
+    float power, value;
+    memcpy(&power, &power_bits, sizeof power);
+    value = p * power;
+    uint32_t value_bits;
+    memcpy(&value_bits, &value, sizeof value_bits);
+    value_bits &= (uint32_t)-(int32_t)(whole_k > -126);
+    memcpy(&value, &value_bits, sizeof value);
+    return value;
+}
+
+/* KL's three sums over float32 b, a and diff = a - b: out[0] = sum exp(b - b_shift),
+ * out[1] = sum exp(b - b_shift) * diff, out[2] = sum exp(a - a_shift), in float64 (probe/
+ * stats.py forms KL from them). The exponentials in float64 where ``precise`` (a small
+ * tensor, whose KL may be tiny), else in float32, as torch computes them (within 1e-7).
+ * Lane j sums the elements i = j mod LANES in order, as every sum here; the
+ * exponentials of BLOCK elements are computed first, independent of each other, so that
+ * their chains of multiplies overlap. */
+#define BLOCK (4 * LANES)
+
+WIDE void qcd_kl_f32(const float *restrict b, const float *restrict a,
+                     const float *restrict diff, int64_t n, double b_shift, double a_shift,
+                     int precise, double *restrict out)
+{
+    double weights[LANES] = {0}, cross[LANES] = {0}, others[LANES] = {0};
+    double eb[BLOCK], ea[BLOCK];
+    float b_shift32 = (float)b_shift, a_shift32 = (float)a_shift;
+    int64_t blocks = n - n % BLOCK;
+    for (int64_t i = 0; i < blocks; i += BLOCK) {
+        if (precise) {
+            for (int m = 0; m < BLOCK; m++) {
+                eb[m] = exp64((double)b[i + m] - b_shift);
+                ea[m] = exp64((double)a[i + m] - a_shift);
+            }
+        } else {
+            for (int m = 0; m < BLOCK; m++) {
+                eb[m] = exp32(b[i + m] - b_shift32);
+                ea[m] = exp32(a[i + m] - a_shift32);
+            }
+        }
+        for (int q = 0; q < BLOCK; q += LANES) {
+            for (int j = 0; j < LANES; j++) {
+                weights[j] += eb[q + j];
+                cross[j] += eb[q + j] * (double)diff[i + q + j];
+                others[j] += ea[q + j];
+            }
+        }
+    }
+    for (int64_t i = blocks; i < n; i++) {
+        int j = (int)(i % LANES);
+        double w = precise ? exp64((double)b[i] - b_shift) : exp32(b[i] - b_shift32);
+        weights[j] += w;
+        cross[j] += w * (double)diff[i];
+        others[j] += precise ? exp64((double)a[i] - a_shift) : exp32(a[i] - a_shift32);
+    }
+    double total_weights = 0, total_cross = 0, total_others = 0;
+    for (int j = 0; j < LANES; j++) {
+        total_weights += weights[j];
+        total_cross += cross[j];
+        total_others += others[j];
+    }
+    out[0] = total_weights;
+    out[1] = total_cross;
+    out[2] = total_others;
 }

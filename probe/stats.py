@@ -139,7 +139,8 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
     from the noise energy,
     cos = 1 - (|a-b|^2 - (|a| - |b|)^2) / (2 |a| |b|), so 1 - cos keeps its digits near 1.
     KL from the two log-sum-exps: KL = LSE(a) - LSE(b) - sum softmax(b) (a - b), two
-    exponentials in all (in float64 below 4096 elements).
+    exponentials in all (in float64 below 4096 elements); the kernel takes its sums in
+    one more pass (float64 sums).
     """
     if wanted is not PAIR_METRICS:
         unknown = set(wanted) - _ALL
@@ -212,10 +213,24 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
     return {name: values[name] for name in wanted}
 
 
+# below this many elements KL is computed in float64 (a small tensor's KL can be tiny: float32
+# sums carry about 1e-7 absolute error)
+_SMALL = 4096
+
+
 def _kl(b: torch.Tensor, a: torch.Tensor, diff: torch.Tensor, b_max: float | None,
         a_max: float | None, work: list | None = None) -> float:
     """KL(softmax(b) || softmax(a)) = LSE(a) - LSE(b) - sum p (a - b), p = softmax(b)."""
-    if b.numel() < 4096:             # float32 sums carry about 1e-7 absolute error
+    small = b.numel() < _SMALL
+    finite = b_max is not None and a_max is not None and \
+        math.isfinite(b_max) and math.isfinite(a_max)
+    if finite and fused.fits(b) and fused.fits(a) and fused.fits(diff):
+        # one pass, its sums in float64 (the same on every machine); a small tensor's
+        # exponentials in float64 too, as below
+        b_shift, a_shift = _shift(b_max), _shift(a_max)
+        b_sum, cross, a_sum = fused.kl_sums(b, a, diff, b_shift, a_shift, small)
+        return _not_negative((a_shift - b_shift) + math.log(a_sum / b_sum) - cross / b_sum)
+    if small:
         b, a, diff = b.double(), a.double(), diff.double()
         work = None
     b_max = float(b.max()) if b_max is None else b_max

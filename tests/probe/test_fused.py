@@ -99,6 +99,10 @@ def test_the_row_metrics_agree_with_torchs_reductions(monkeypatch):
                     assert g is None if w is None else g != g, name
                 elif name == "cosine":
                     assert 1 - g == pytest.approx(1 - w, rel=1e-3, abs=1e-9), name
+                elif name == "kl":
+                    # torch's float32 sums of a large row's exponentials: about 1e-4 of
+                    # KL (the kernel's are float64: within a few 1e-5 of the exact one, below)
+                    assert g == pytest.approx(w, rel=1e-4, abs=1e-9), name
                 else:
                     assert g == pytest.approx(w, rel=1e-5, abs=1e-9), name
 
@@ -138,3 +142,62 @@ def test_tensors_of_different_sizes_are_refused_before_any_memory_is_touched():
     with pytest.raises(ValueError):
         fused.fake_quant_channels(torch.zeros(4, 5), torch.empty(4, 5), 0, scales, scales,
                                   scales, scales)
+
+
+@pytest.mark.parametrize("n", LENGTHS + [70_000])
+@pytest.mark.parametrize("precise", [True, False], ids=["float64", "float32"])
+def test_kls_sums_are_the_exact_ones_to_the_exponentials_precision(n, precise):
+    """KL's three sums, the exponentials computed by the kernel (whole blocks, lanes and a
+    tail), against float64 ones: within 1e-13 where ``precise``, else within float32's
+    exponential (a few 1e-8); shifted or not."""
+    generator = torch.Generator().manual_seed(n + 3)
+    base = torch.randn(n, generator=generator) * 4
+    analysis = base + 0.05 * torch.randn(n, generator=generator)
+    diff = analysis - base
+    tolerance = 1e-13 if precise else 3e-7
+    for base_shift, analysis_shift in ((0.0, 0.0), (float(base.max()), float(analysis.max()))):
+        weights = torch.exp(base.double() - base_shift)
+        want = (float(weights.sum()), float((weights * diff.double()).sum()),
+                float(torch.exp(analysis.double() - analysis_shift).sum()))
+        got = fused.kl_sums(base, analysis, diff, base_shift, analysis_shift, precise)
+        assert got[0] == pytest.approx(want[0], rel=tolerance)
+        assert got[2] == pytest.approx(want[2], rel=tolerance)
+        # the cross sum cancels: its error is relative to the sum of its terms' sizes
+        size = float((weights * diff.double().abs()).sum())
+        assert abs(got[1] - want[1]) <= tolerance * size
+
+
+@pytest.mark.parametrize("precise", [True, False], ids=["float64", "float32"])
+def test_kls_exponentials_underflow_to_zero_and_keep_a_nan(precise):
+    """A term far below the largest (or -inf) adds 0, never garbage from an exponent out
+    of range; a NaN stays NaN."""
+    low = -800.0 if precise else -100.0
+    base = torch.tensor([0.0, low, float("-inf"), -1e30, 1.0, 2.0, 3.0, 4.0, 5.0])
+    got = fused.kl_sums(base, base, torch.zeros(9), 0.0, 0.0, precise)
+    want = sum(math.exp(v) for v in (0.0, 1.0, 2.0, 3.0, 4.0, 5.0))
+    assert got[0] == pytest.approx(want, rel=1e-7) and got[2] == got[0] and got[1] == 0.0
+    base[4] = float("nan")
+    assert all(v != v for v in fused.kl_sums(base, base, torch.zeros(9), 0.0, 0.0, precise)[::2])
+
+
+def test_a_rows_kl_is_zero_for_equal_sides_and_the_exact_one_elsewhere(monkeypatch):
+    """The row's KL with the kernel: 0 for equal sides, and the float64 one to its
+    exponentials' precision: float64 below 4,096 elements (as torch's path computes
+    them), float32 above, whose float64 sums keep it closer to the exact KL than torch's
+    float32 path."""
+    generator = torch.Generator().manual_seed(12)
+    for n, scale in ((7, 0.01), (300, 1.0), (12_289, 3.0), (70_000, 2.0), (50_000, 40.0)):
+        base = torch.randn(n, generator=generator) * scale
+        analysis = base + 0.01 * scale * torch.randn(n, generator=generator)
+        assert pair_stats(base, base.clone(), ("kl",))["kl"] == 0.0
+        log_p = torch.log_softmax(base.double(), 0)
+        exact = float((log_p.exp() * (log_p - torch.log_softmax(analysis.double(), 0))).sum())
+        sides = {"base_side": side_stats(base), "analy_side": side_stats(analysis)}
+        error = abs(pair_stats(base, analysis, ("kl",), **sides)["kl"] - exact) / exact
+        monkeypatch.setattr(fused, "ENABLED", False)
+        torchs = abs(pair_stats(base, analysis, ("kl",), **sides)["kl"] - exact) / exact
+        monkeypatch.setattr(fused, "ENABLED", True)
+        if n < 4096:
+            assert error < 1e-7, n      # the inputs' own float32 rounding
+        else:
+            assert error < 1e-4 and error < torchs, n
