@@ -47,6 +47,7 @@ from qcdoctor.probe.model_match import (
     identical,
     is_self_baseline,
     models_match,
+    quantizes,
 )
 from qcdoctor.probe.own_error import own_error_summary, own_error_warnings
 from qcdoctor.probe.quantizers import (
@@ -290,7 +291,7 @@ def _models_match(analysis: nn.Module, adapter: QuantizerAdapter, run, reference
     they do not, the comparison is a control (``baseline_quantized`` and ``match``)."""
     try:
         off = all_off_outputs(analysis, adapter, run, modules)
-        quantized = _quantized(baseline, adapter)
+        quantized = quantizes(baseline, adapter, baseline_modules)
         against = all_off_outputs(baseline, adapter, run, baseline_modules) if quantized \
             else reference
     except Exception as exc:  # noqa: BLE001 - whatever the user's forward raises
@@ -299,11 +300,6 @@ def _models_match(analysis: nn.Module, adapter: QuantizerAdapter, run, reference
     if matched is not None:
         matched["baseline_quantized"] = quantized
     return off, matched, None if matched is not None else "the outputs differ in shape"
-
-
-def _quantized(model: nn.Module, adapter: QuantizerAdapter) -> bool:
-    """Whether ``model`` quantizes: a fake quant of it switched on."""
-    return any(adapter.is_enabled(q) for q in adapter.quantizers(model))
 
 
 def _match_warnings(matched: dict | None, failed: str | None) -> list[str]:

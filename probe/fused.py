@@ -61,6 +61,8 @@ def _load(path: Path | None = None):
         library.qcd_kl_f32.argtypes = [pointer] * 3 + [count] + [ctypes.c_double] * 2 + \
             [ctypes.c_int, pointer]
         library.qcd_kl_f32.restype = None
+        library.qcd_pair_kl_f32.argtypes = library.qcd_kl_f32.argtypes
+        library.qcd_pair_kl_f32.restype = None
     except AttributeError as exc:       # a function missing: not this kernel
         return None, f"incomplete ({exc})"
     return library, ""
@@ -165,19 +167,28 @@ def kl_sums(base: torch.Tensor, analy: torch.Tensor, diff: torch.Tensor, base_sh
     return out[0], out[1], out[2]
 
 
+def pair_kl(base: torch.Tensor, analy: torch.Tensor, diff: torch.Tensor, base_shift: float,
+            analy_shift: float, precise: bool) -> tuple[float, ...]:
+    """``pair`` and ``kl_sums`` in one call (a row's, its sides' maxima known): the four
+    numbers of the one, then the three of the other."""
+    _same_size(base, analy, diff)
+    _apart([diff], [base, analy])
+    out = (ctypes.c_double * 7)()
+    _LIBRARY.qcd_pair_kl_f32(base.data_ptr(), analy.data_ptr(), diff.data_ptr(),
+                             base.numel(), base_shift, analy_shift, int(precise), out)
+    return tuple(out)
+
+
 def _apart(written: list[torch.Tensor], read: list[torch.Tensor]) -> None:
     """The kernel's pointers are ``restrict``: a tensor it writes must share no byte with
     any other it reads or writes (an in-place call included), else its result is
     undefined."""
-    def span(t: torch.Tensor) -> tuple[int, int]:
-        start = t.data_ptr()
-        return start, start + t.numel() * t.element_size()
-
-    for i, out in enumerate(written):
-        low, high = span(out)
-        for other in [*written[:i], *written[i + 1:], *read]:
-            other_low, other_high = span(other)
-            if low < other_high and other_low < high:
+    spans = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+             for t in (*written, *read)]
+    for i in range(len(written)):
+        low, high = spans[i]
+        for j, (other_low, other_high) in enumerate(spans):
+            if j != i and low < other_high and other_low < high:
                 raise ValueError("the fused kernel writes a tensor that shares memory with "
                                  "one it reads: give it a tensor of its own")
 
@@ -185,5 +196,8 @@ def _apart(written: list[torch.Tensor], read: list[torch.Tensor]) -> None:
 def _same_size(*tensors: torch.Tensor) -> None:
     """The kernel reads and writes as many elements as the first holds: a shorter one
     would be read or written past its end."""
-    if any(t.numel() != tensors[0].numel() or not fits(t) for t in tensors):
-        raise ValueError("the fused kernel takes contiguous float32 CPU tensors of one size")
+    size = tensors[0].numel()
+    for tensor in tensors:
+        if tensor.numel() != size or not fits(tensor):
+            raise ValueError("the fused kernel takes contiguous float32 CPU tensors of one "
+                             "size")

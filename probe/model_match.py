@@ -58,6 +58,18 @@ def all_off_outputs(analysis: nn.Module, adapter: QuantizerAdapter, run,
                   for q, enabled in saved])
 
 
+def quantizes(model: nn.Module, adapter: QuantizerAdapter,
+              modules: list[nn.Module] | None = None) -> bool:
+    """Whether ``model`` quantizes: a fake quant of it switched on. With torch.ao's adapter
+    read from ``modules`` (model.modules(), when at hand) without the adapter's list, which
+    names every module: on a float model, a walk the size of its forward."""
+    if type(adapter).quantizers is not TorchAoAdapter.quantizers:
+        return any(adapter.is_enabled(q) for q in adapter.quantizers(model))
+    from torch.ao.quantization import FakeQuantizeBase
+    return any(isinstance(module, FakeQuantizeBase) and _on(module, "fake_quant_enabled")
+               for module in (model.modules() if modules is None else modules))
+
+
 def _plain_torch_quantizers(analysis: nn.Module, adapter: QuantizerAdapter,
                             modules: list[nn.Module] | None) -> list[nn.Module] | None:
     """Every quantizer of ``analysis`` where the adapter lists them as torch.ao's does

@@ -161,15 +161,22 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
         signal = base_side.get("sumsq")
         signal = _square_sum(b) if signal is None else signal
     work = _scratch(n, b.dtype, b.device)
+    maxima = base_side.get("max"), analy_side.get("max")
     if fused.fits(a) and fused.fits(b):
-        # the difference and every number but KL's in one pass
-        sums = fused.pair(b, a, work[0])
         diff = work[0]
+        if "kl" in asked and _finite_numbers(maxima):
+            # the difference, its numbers and KL's sums in one call (a row's)
+            sums = fused.pair_kl(b, a, diff, _shift(maxima[0]), _shift(maxima[1]),
+                                 n < _SMALL)
+            values["kl"] = _kl_of(*sums[4:], _shift(maxima[0]), _shift(maxima[1]))
+        else:
+            # the difference and every number but KL's in one pass
+            sums = fused.pair(b, a, diff)
     else:
         sums = None
         diff = torch.sub(a, b, out=work[0])
-    if "kl" in asked:
-        values["kl"] = _kl(b, a, diff, base_side.get("max"), analy_side.get("max"), work)
+    if "kl" in asked and "kl" not in values:
+        values["kl"] = _kl(b, a, diff, *maxima, work)
     if asked & _NEED_NOISE:
         noise = sums[0] if sums is not None else _square_sum(diff)
         values["mse"] = noise / n
@@ -180,7 +187,7 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
         if "sqnr" in asked:
             values["sqnr"] = _sqnr(signal, noise)
         if sums is not None:
-            _, l1_sum, atol, rtol = sums
+            _, l1_sum, atol, rtol = sums[:4]
             values["l1"] = l1_sum / n
             values["atol"] = atol
             if "rtol" in asked:
@@ -222,14 +229,11 @@ def _kl(b: torch.Tensor, a: torch.Tensor, diff: torch.Tensor, b_max: float | Non
         a_max: float | None, work: list | None = None) -> float:
     """KL(softmax(b) || softmax(a)) = LSE(a) - LSE(b) - sum p (a - b), p = softmax(b)."""
     small = b.numel() < _SMALL
-    finite = b_max is not None and a_max is not None and \
-        math.isfinite(b_max) and math.isfinite(a_max)
-    if finite and fused.fits(b) and fused.fits(a) and fused.fits(diff):
+    if _finite_numbers((b_max, a_max)) and fused.fits(b) and fused.fits(a) and fused.fits(diff):
         # one pass, its sums in float64 (the same on every machine); a small tensor's
         # exponentials in float64 too, as below
         b_shift, a_shift = _shift(b_max), _shift(a_max)
-        b_sum, cross, a_sum = fused.kl_sums(b, a, diff, b_shift, a_shift, small)
-        return _not_negative((a_shift - b_shift) + math.log(a_sum / b_sum) - cross / b_sum)
+        return _kl_of(*fused.kl_sums(b, a, diff, b_shift, a_shift, small), b_shift, a_shift)
     if small:
         b, a, diff = b.double(), a.double(), diff.double()
         work = None
@@ -246,6 +250,16 @@ def _kl(b: torch.Tensor, a: torch.Tensor, diff: torch.Tensor, b_max: float | Non
     # the weights are used up: a's exponentials go to the same buffer (less memory touched)
     a_sum = float(_exp_shifted(a, a_shift, work[1] if work else None).sum())
     return _not_negative((a_shift - b_shift) + math.log(a_sum / b_sum) - cross)
+
+
+def _kl_of(b_sum: float, cross: float, a_sum: float, b_shift: float, a_shift: float) -> float:
+    """KL from the kernel's sums: sum exp(b - b_shift), sum exp(b - b_shift) (a - b) and
+    sum exp(a - a_shift)."""
+    return _not_negative((a_shift - b_shift) + math.log(a_sum / b_sum) - cross / b_sum)
+
+
+def _finite_numbers(numbers) -> bool:
+    return all(v is not None and math.isfinite(v) for v in numbers)
 
 
 def _not_negative(kl: float) -> float:
