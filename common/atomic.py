@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,7 +37,8 @@ def put_in_place(temporary: str, path: str | Path, mode: int, durable: bool = Tr
     """The written ``temporary`` becomes ``path`` with ``mode``. ``durable``: synced first, so
     after a crash the path holds the old file or the new one, never an empty one (what a
     rerun rewrites anyway, such as the probe's outputs, skips the sync: a reader still never
-    sees half a file)."""
+    sees half a file, and the two files are swapped where the system can, the old one
+    then removed)."""
     if durable:
         fd = os.open(temporary, os.O_RDONLY)
         try:
@@ -44,7 +46,52 @@ def put_in_place(temporary: str, path: str | Path, mode: int, durable: bool = Tr
         finally:
             os.close(fd)
     os.chmod(temporary, mode)
+    if not durable and _exchanged(temporary, path):
+        discard(temporary)                  # it holds the replaced file now
+        return
     os.replace(temporary, path)
+
+
+# renameat2's flag: the two names swap files atomically
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_renameat2 = None                           # libc's, once looked up (False: none)
+
+
+def _exchanged(temporary: str | Path, path: str | Path) -> bool:
+    """``temporary`` and ``path`` swapped atomically where the system can (Linux's
+    renameat2): a file replaced by a rename is first written out by ext4 (its delayed
+    allocation forced, a fraction of a millisecond a file), a swap is not. False where
+    ``path`` holds no file or link to swap with, or the system cannot swap: the caller
+    renames."""
+    global _renameat2
+    if _renameat2 is None:
+        _renameat2 = _libc_renameat2()
+    if not _renameat2:
+        return False
+    try:
+        kind = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    if not (stat.S_ISREG(kind) or stat.S_ISLNK(kind)):
+        return False                        # a folder is never swapped away: rename refuses it
+    return _renameat2(_AT_FDCWD, os.fsencode(temporary), _AT_FDCWD, os.fsencode(path),
+                      _RENAME_EXCHANGE) == 0
+
+
+def _libc_renameat2():
+    """libc's renameat2 through ctypes, or False (not Linux, an older C library)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
 
 
 def discard(temporary: str) -> None:
