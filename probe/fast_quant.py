@@ -71,6 +71,10 @@ class _Plan:
             return None
         if fused.fits(x) and self.inverse.is_cpu:
             return self._fused(x)
+        if self.axis is None and fused.readable(x) and self.inverse.is_cpu:
+            out = self._in_memory_order(x)
+            if out is not None:
+                return out
         inverse, scale, low, high = self.inverse, self.scale, self.low, self.high
         if self.axis is not None:
             axis = self._channel_axis(x)
@@ -92,6 +96,19 @@ class _Plan:
                 return None
             out.nan_to_num_(nan=low)
         return out.round_().mul_(scale)
+
+    def _in_memory_order(self, x: torch.Tensor) -> torch.Tensor | None:
+        """A transposed or permuted input quantized in one pass over its memory, where it
+        is one block, into an output laid out alike (the same values: each element is
+        quantized alone); None otherwise."""
+        flat = fused.in_memory_order(x)
+        if flat is None:
+            return None
+        out = torch.empty_like(x)               # a block's strides kept
+        if out.stride() != x.stride():
+            return None
+        fused.fake_quant(flat, fused.in_memory_order(out), *self.numbers)
+        return out
 
     def _channel_axis(self, x: torch.Tensor) -> int | None:
         """The per-channel axis in ``x``, counted from 0; None where ``x`` has no such axis

@@ -84,8 +84,30 @@ def why_not() -> str:
 
 def fits(x: torch.Tensor) -> bool:
     """Whether the kernel takes ``x``: a contiguous float32 tensor in CPU memory."""
-    return ENABLED and _LIBRARY is not None and x.dtype is torch.float32 and x.is_cpu \
-        and x.is_contiguous()
+    return readable(x) and x.is_contiguous()
+
+
+def readable(x: torch.Tensor) -> bool:
+    """Whether the kernel can read ``x``'s memory: a float32 tensor in CPU memory (laid
+    out however: ``in_memory_order`` says whether it is one block)."""
+    return ENABLED and _LIBRARY is not None and x.dtype is torch.float32 and x.is_cpu
+
+
+def in_memory_order(x: torch.Tensor) -> torch.Tensor | None:
+    """``x``'s elements as a contiguous 1-D view in the order they lie in memory, where
+    they fill one block without gaps or overlaps (a transposed or permuted output); None
+    otherwise. An element-wise map (a fake quant) may run over it, its output written the
+    same way into ``torch.empty_like(x)``, which keeps such a tensor's strides."""
+    if x.is_contiguous():
+        return x.view(-1)
+    expected = 1
+    for stride, size in sorted(zip(x.stride(), x.shape)):
+        if size == 1:
+            continue
+        if stride != expected:
+            return None
+        expected *= size
+    return x.as_strided((x.numel(),), (1,))
 
 
 def side(x: torch.Tensor) -> tuple[float, float, float, float]:

@@ -79,6 +79,34 @@ def test_per_tensor_values_are_the_kernels(kind, scheme):
             assert torch.equal(fake_quant(quantizer, x), quantizer(x))
 
 
+LAYOUTS = {
+    "transposed": lambda x: x.reshape(60, 200).t(),
+    "permuted": lambda x: x.reshape(3, 4, 25, 40).permute(2, 0, 3, 1),
+    "a slice with gaps": lambda x: x.reshape(120, 100)[:, ::2],
+    "one element of a dimension": lambda x: x.reshape(3, 1, 40, 100)[:, :, 7:8],
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_transposed_or_sliced_input_gets_the_kernels_values_and_layout(kind, layout):
+    """An input that is not contiguous (an attention's transpose, a permute): quantized
+    in its own memory order where it is one block, else by torch's passes; the values
+    and the strides are those torch's kernel gives."""
+    generator = torch.Generator().manual_seed(5)
+    quantizer = _frozen(kind, MovingAverageMinMaxObserver, PER_TENSOR[0],
+                        torch.randn(4000, generator=generator) * 3)
+    flat = torch.randn(12_000, generator=generator) * 6
+    flat[::997] = float("nan")
+    x = LAYOUTS[layout](flat)
+    assert not x.is_contiguous()
+    with torch.inference_mode():
+        got, want = fake_quant(quantizer, x), quantizer(x)
+    assert torch.equal(got, want)
+    if fused.available() and fused.ENABLED and layout in ("transposed", "permuted"):
+        assert got.stride() == x.stride()          # one pass over the block it lies in
+
+
 @pytest.mark.parametrize("kind, scheme, axis", list(itertools.product(KINDS, PER_CHANNEL,
                                                                         (0, 1))))
 def test_per_channel_values_are_the_kernels(kind, scheme, axis):
