@@ -219,14 +219,18 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
         _eval(analysis)
         # frozen torch.ao fake quants computed in place, same values (probe/fast_quant.py)
         fast = FastQuantizers(every[0] + every[1])
+        # R5.3: the two models without quantization, one forward (none where the baseline
+        # is the analysis model with every fake quant off), run before the layers are:
+        # after them its weights are out of the caches (measured: a millisecond more on
+        # a small transformer)
+        off_pass = None if self_baseline else \
+            _fake_quant_off_pass(analysis, adapter, _on_copies(args, kwargs), every[1],
+                                 baseline, every[0])
         layers = compare_layers(baseline, analysis, args, kwargs)
         with torch.inference_mode():
             reference = [t for _, t in layers.baseline_outputs]
-            # R5.3: the two models without quantization, one forward (the baseline itself
-            # where it is the analysis model with every fake quant off)
             all_off, matched, failed = (reference, identical(), None) if self_baseline \
-                else _models_match(analysis, adapter, run, reference, every[1],
-                                   baseline, every[0])
+                else _models_match(off_pass, reference)
             named = _output_names(reference, layers.analysis_outputs, names, metric,
                                   sensitivity, try_fixes)
             tables = {}
@@ -281,22 +285,43 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
     return result
 
 
-def _models_match(analysis: nn.Module, adapter: QuantizerAdapter, run, reference: list,
-                  modules: list[nn.Module], baseline: nn.Module, baseline_modules: list
-                  ) -> tuple[list | None, dict | None, str | None]:
-    """(the analysis model's outputs with every fake quant off, their models_match against
-    ``reference``, why there is none): a model that cannot run so is said, not an end.
-    A quantized baseline (two calibrations, a model against its copy) is compared without
-    its quantization too: what R5.3 asks is whether the models differ beyond it; where
-    they do not, the comparison is a control (``baseline_quantized`` and ``match``)."""
+def _on_copies(args: tuple, kwargs: dict):
+    """A run of a model on copies of the inputs: a forward that writes into its inputs
+    leaves the layer runs after it the inputs they were given."""
+    def run(model):
+        return model(*_tensors_mapped(args, torch.Tensor.clone),
+                     **_tensors_mapped(kwargs, torch.Tensor.clone))
+    return run
+
+
+def _fake_quant_off_pass(analysis: nn.Module, adapter: QuantizerAdapter, run,
+                         modules: list[nn.Module], baseline: nn.Module,
+                         baseline_modules: list) -> tuple:
+    """(the analysis model's outputs with every fake quant off, the quantized baseline's
+    likewise (None: the baseline does not quantize), whether it quantizes, why there are
+    none): a model that cannot run so is said, not an end. A quantized baseline (two
+    calibrations, a model against its copy) is compared without its quantization too:
+    what R5.3 asks is whether the models differ beyond it."""
     try:
         off = all_off_outputs(analysis, adapter, run, modules)
         quantized = quantizes(baseline, adapter, baseline_modules)
         against = all_off_outputs(baseline, adapter, run, baseline_modules) if quantized \
-            else reference
+            else None
     except Exception as exc:  # noqa: BLE001 - whatever the user's forward raises
-        return None, None, _first_line(exc)
-    matched = models_match(against, off)
+        return None, None, False, _first_line(exc)
+    return off, against, quantized, None
+
+
+def _models_match(off_pass: tuple, reference: list) -> tuple[list | None, dict | None,
+                                                            str | None]:
+    """(the analysis model's outputs with every fake quant off, their models_match against
+    the baseline's (``reference``, or its own with fake quant off where it quantizes),
+    why there is none); where they match, a quantized baseline makes the comparison a
+    control (``baseline_quantized`` and ``match``)."""
+    off, against, quantized, failed = off_pass
+    if failed is not None:
+        return None, None, failed
+    matched = models_match(reference if against is None else against, off)
     if matched is not None:
         matched["baseline_quantized"] = quantized
     return off, matched, None if matched is not None else "the outputs differ in shape"
@@ -979,12 +1004,18 @@ def _device_of(model: nn.Module):
 
 
 def _to(value, device):
+    return _tensors_mapped(value, lambda tensor: tensor.to(device))
+
+
+def _tensors_mapped(value, function):
+    """``value`` with ``function`` applied to each tensor in it (in tuples, lists and
+    dicts)."""
     if isinstance(value, torch.Tensor):
-        return value.to(device)
+        return function(value)
     if isinstance(value, dict):
-        return {k: _to(v, device) for k, v in value.items()}
+        return {k: _tensors_mapped(v, function) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_to(v, device) for v in value)
+        return type(value)(_tensors_mapped(v, function) for v in value)
     return value
 
 

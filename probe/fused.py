@@ -101,7 +101,7 @@ def in_memory_order(x: torch.Tensor) -> torch.Tensor | None:
     if x.is_contiguous():
         return x.view(-1)
     expected = 1
-    for stride, size in sorted(zip(x.stride(), x.shape)):
+    for stride, size in sorted(zip(x.stride(), x.shape, strict=True)):
         if size == 1:
             continue
         if stride != expected:

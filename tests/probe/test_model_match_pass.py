@@ -111,3 +111,30 @@ def test_a_quantizer_switched_off_by_the_user_stays_off(tmp_path, models):
             assert not bool(off.fake_quant_enabled[0])
     finally:
         off.enable_fake_quant()
+
+
+class WritesItsInput(nn.Module):
+    """A forward that writes into its input (x += 1) before its layers."""
+
+    def __init__(self, body: nn.Module):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x):
+        x.add_(1.0)
+        return self.body(x)
+
+
+def test_the_pass_runs_on_copies_of_the_inputs(tmp_path, models):
+    """The pass runs before the layer runs: a model that writes into its inputs writes
+    into copies there, so the layer runs get the inputs they were given and the caller's
+    inputs are written by the analysis run alone, as without the pass. The write is
+    itself a difference beyond quantization (the analysis model computes qat(x + 1)):
+    read from the given inputs, not from ones the pass had written."""
+    baseline, qat = models
+    given = example()
+    inputs = given.clone()
+    result = compare_models(baseline, WritesItsInput(qat), inputs, tmp_path / "w",
+                            sensitivity=False)
+    assert torch.equal(inputs, given + 1.0)             # one write: the analysis run's
+    assert not result.models_match["match"]
