@@ -60,7 +60,9 @@ def test_single_source_measured(tmp_path, lang):
                                                             "recalibrate")
     assert "train_qat" not in first["code"] and "FakeQuantState.CALIBRATION" in first["code"]
     rules = [a["rule"] for a in report["next_actions"]]
-    assert rules.index("FX030") < rules.index("LY031") and "AN010" in rules
+    # the probe's comparison is in the case: its sensitivity is pending (R5.7), not the run
+    assert rules.index("FX030") < rules.index("LY031") and "AN047" in rules
+    assert "AN010" not in rules
     # the inferred remedy follows, said to be not measured (R4.4)
     inferred = report["next_actions"][rules.index("LY031")]
     label = "[not measured] " if lang == "en" else "【未实测】"
@@ -185,9 +187,9 @@ def test_a_measured_qat_remedy_leads_though_the_sensitivity_run_is_pending(tmp_p
     rules = [a["rule"] for a in report["next_actions"]]
     first = report["next_actions"][0]
     assert (first["rule"], first["cost"]) == ("FX030", "retrain"), rules
-    assert "AN010" in rules                     # the sensitivity run is still to do
+    assert "AN047" in rules                     # the sensitivity run is still to do
     # the remedy read from the tables still waits for its confirmation
-    assert rules.index("LY031") > rules.index("AN010")
+    assert rules.index("LY031") > rules.index("AN047")
 
 
 def test_without_retraining_the_measured_remedy_waits_with_the_other_qat_remedies(tmp_path):

@@ -102,8 +102,11 @@ def test_before_qat_the_fixed_scale_is_calibrated_again_first(tmp_path, lang):
     assert code.index("calib_model = prepare(") < code.index("FakeQuantState.CALIBRATION") \
         < code.index("evaluate(calib_model)")
     assert '"head.reciprocal": {"threshold": threshold}' in code and "threshold = 130" in code
-    # the sensitivity run of the same comparison follows: it is cheaper than nothing here
-    assert (second["rule"], second["cost"]) == ("AN010", "analyse")
+    # the sensitivity run of the same comparison follows: it is cheaper than nothing here;
+    # the comparison itself is in the case and is not run again (R5.7)
+    assert (second["rule"], second["cost"]) == ("AN046", "analyse")
+    assert "sensitivity()" in second["code"] and "compare_per_layer" not in second["code"]
+    assert "AN010" not in rules(report)
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -122,7 +125,7 @@ def test_a_qat_remedy_waits_for_the_fix_trial_and_the_sensitivity_run(tmp_path, 
     order = rules(report)
     # the probe can measure the fix (both sides are torch models) and the sensitivity of
     # float vs calib was not run: both come before days of QAT
-    assert order[:3] == ["FX032", "AN010", "LY030"], order
+    assert order[:3] == ["FX032", "AN046", "LY030"], order
     # the same reading with a trained QAT model: the fixed scale needs QAT again
     assert report["conclusion"]["stage"] == "calibration"
     fixed = action(report, "LY030")
@@ -143,7 +146,7 @@ def test_with_its_sensitivity_run_the_qat_remedy_still_waits_for_the_fix_trial(t
     write_sensitivity(folder / "qa_calib", sens_rows([("head.reciprocal", 0.8), ("pre.1", 0.01),
                                                       ("pre.2", 0.005), ("pre.3", 0.0)]))
     order = rules(triage(folder, lang))
-    assert "AN010" not in order                  # the comparison's sensitivity is run
+    assert not {"AN010", "AN046"} & set(order)   # the comparison's sensitivity is run
     assert order.index("FX032") < order.index("LY030"), order
 
 

@@ -288,7 +288,12 @@ def test_a_probe_run_without_sensitivity_is_missing_it(tmp_path):
     assert not facts_of(report, "qa_folder")[0]["sensitivity_ran"]
     assert {"LY090", "PF090"} <= fired(report)
     assert "no_sensitivity" in {p["id"] for p in report["pitfalls"]}
-    assert "qa_fake_quant" in {a["id"] for a in report["next_actions"]}
+    # R5.7: the probe's comparison is not proposed again; its sensitivity is, by the probe,
+    # into a folder of its own
+    ids = {a["id"]: a for a in report["next_actions"]}
+    assert "qa_fake_quant" not in ids and "probe_sens:qa_probe" in ids
+    code = ids["probe_sens:qa_probe"]["code"]
+    assert "sensitivity=True" in code and '"./qa_probe_sens"' in code
 
 
 def test_probe_tables_not_kept_are_named_not_asked_for_again(tmp_path):
@@ -367,3 +372,21 @@ def test_a_conv_named_exp_is_no_lut_op(tmp_path):
 
 def test_fixed_point_stages_follow_the_chain():
     assert set(FIXED_POINT_STAGES) == set(STAGES[STAGES.index("quantized_bc"):])
+
+
+def test_the_probes_pending_sensitivity_once_run_beside_it_is_no_longer_asked(tmp_path):
+    """R5.7 with R4.7: the step AN047 proposes (the probe again, with its sensitivity, into
+    qa_probe_sens) counts as the comparison's sensitivity once it is in the case: neither
+    it nor the comparison is proposed again."""
+    torch = pytest.importorskip("torch")
+    from qcdoctor.probe import compare_models
+    from tests.probe_nets import quantize, toy
+    case = probe_case(tmp_path, sensitivity=False)
+    example = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    baseline, qat = quantize(toy(), example)
+    compare_models(baseline, qat, example, case / "qa_probe_sens", sensitivity=True,
+                   stages=("float", "calib"))
+    report = triage(case)
+    ids = {a["id"] for a in report["next_actions"]}
+    assert not {"qa_fake_quant", "probe_sens:qa_probe", "probe_sens:qa_probe_sens"} & ids
+    assert facts_of(report, "analysis_summary")[0]["with_sensitivity"]

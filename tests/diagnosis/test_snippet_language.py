@@ -334,9 +334,12 @@ ENGLISH_DIGESTS = {
     "measured_fix": "0c66c5579090591fb7a40d6ad8101654cf1a820ec14d6c9423c0e3d9fa359775",
     "own_module": "1bc005ac0c5d83e8eba2310f93dad86408e0913c7db8c08fe21142ae8c55ee9b",
     "probe_fix_trials": "478091988923fdeabc54f2177b5507a698d0cd9b8067d4eaa3abf8e2b90fac19",
+    "probe_sensitivity_pending":
+        "da8990e134c4ca4f41cc9d24cc8c62af27891a9a7fd2149c307147a004aafc7d",
     "qdq_compare": "591f42a9e8e5c29861aad77b65c8cc392b1cbfc110798a0ded9a4eeaf1575b8f",
     "qint16": "cd495ed7924ddfa17106fac759d575fde2a5feb524e93fd9b3675fe0b5dd8e1f",
     "quant_analysis": "34fdecd8196201f57d4926b9598dbd90a1f99b76cf94d76437e27e5cafb9fdc1",
+    "sensitivity_pending": "29c000ab680455464b3805f5192dd4948a7d80894e8b616ee2aaaf04f6900e41",
     "user_side_checks": "44845b5c9ed8d4ae29fdeb8a17c16ba8aa9db49f3e61129d3137dc06d09ba863",
 }
 
