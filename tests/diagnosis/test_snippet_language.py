@@ -339,7 +339,7 @@ ENGLISH_DIGESTS = {
     "qdq_compare": "591f42a9e8e5c29861aad77b65c8cc392b1cbfc110798a0ded9a4eeaf1575b8f",
     "qint16": "cd495ed7924ddfa17106fac759d575fde2a5feb524e93fd9b3675fe0b5dd8e1f",
     "quant_analysis": "34fdecd8196201f57d4926b9598dbd90a1f99b76cf94d76437e27e5cafb9fdc1",
-    "sensitivity_pending": "29c000ab680455464b3805f5192dd4948a7d80894e8b616ee2aaaf04f6900e41",
+    "sensitivity_pending": "a4ef95c328038e6b77fe020e0584b01e1e160d98a39b3ad9a78351343ae74671",
     "user_side_checks": "44845b5c9ed8d4ae29fdeb8a17c16ba8aa9db49f3e61129d3137dc06d09ba863",
 }
 
