@@ -2,8 +2,8 @@
 and sums, and a pair's difference with its sums and extremes, each in one pass over a
 contiguous float32 CPU tensor, where torch takes one call and one pass per number
 (measured on a row of 12,288 elements: 5 against 15 us for a side, 12 against 84 us for
-a pair without KL); KL's sums in one more (where torch takes two exponentials, two sums
-and a dot product); a fake quant in one pass (probe/fast_quant.py takes four), and a
+a pair without KL); with KL's sums, one more pass in the same call (where torch takes
+two exponentials, two sums and a dot product); a fake quant in one pass (probe/fast_quant.py takes four), and a
 layer's own quantized output measured against the baseline without being stored. Sums
 are float64 in fixed lanes: the same on every machine.
 
@@ -27,7 +27,7 @@ ENABLED = True
 KERNEL_FILE = "libqcdfused.so.1"        # setup.py builds it under this name
 # the number fused_stats.c's qcd_fused_version holds for the signatures below: a library
 # built from another version of the source is never called with these arguments
-KERNEL_VERSION = 3
+KERNEL_VERSION = 4
 
 
 def _load(path: Path | None = None):
@@ -58,10 +58,8 @@ def _load(path: Path | None = None):
         library.qcd_fake_quant_pair_f32.argtypes = [pointer, pointer, count] + \
             [number] * 4 + [pointer]
         library.qcd_fake_quant_pair_f32.restype = None
-        library.qcd_kl_f32.argtypes = [pointer] * 3 + [count] + [ctypes.c_double] * 2 + \
+        library.qcd_pair_kl_f32.argtypes = [pointer] * 3 + [count] + [ctypes.c_double] * 2 + \
             [ctypes.c_int, pointer]
-        library.qcd_kl_f32.restype = None
-        library.qcd_pair_kl_f32.argtypes = library.qcd_kl_f32.argtypes
         library.qcd_pair_kl_f32.restype = None
     except AttributeError as exc:       # a function missing: not this kernel
         return None, f"incomplete ({exc})"
@@ -176,23 +174,12 @@ def fake_quant_pair(base: torch.Tensor, x: torch.Tensor, inverse: float, scale: 
     return out[0], out[1], out[2]
 
 
-def kl_sums(base: torch.Tensor, analy: torch.Tensor, diff: torch.Tensor, base_shift: float,
-            analy_shift: float, precise: bool) -> tuple[float, float, float]:
-    """KL's sums in one pass, in float64, its exponentials computed alike on every machine
-    (in float64 where ``precise``, else float32): (sum exp(base - base_shift),
-    sum exp(base - base_shift) * diff, sum exp(analy - analy_shift)); ``diff`` = analy -
-    base as ``pair`` wrote it; each shift a float32 number."""
-    _same_size(base, analy, diff)
-    out = (ctypes.c_double * 3)()
-    _LIBRARY.qcd_kl_f32(base.data_ptr(), analy.data_ptr(), diff.data_ptr(), base.numel(),
-                        base_shift, analy_shift, int(precise), out)
-    return out[0], out[1], out[2]
-
-
 def pair_kl(base: torch.Tensor, analy: torch.Tensor, diff: torch.Tensor, base_shift: float,
             analy_shift: float, precise: bool) -> tuple[float, ...]:
-    """``pair`` and ``kl_sums`` in one call (a row's, its sides' maxima known): the four
-    numbers of the one, then the three of the other."""
+    """``pair``'s four numbers, then KL's three sums in the same call, in float64, their
+    exponentials computed alike on every machine (in float64 where ``precise``, else
+    float32): sum exp(base - base_shift), sum exp(base - base_shift) * diff and
+    sum exp(analy - analy_shift), each shift a float32 number."""
     _same_size(base, analy, diff)
     _apart([diff], [base, analy])
     out = (ctypes.c_double * 7)()

@@ -21,7 +21,7 @@
 
 /* the functions' signatures and meaning: probe/fused.py loads a library only when it
  * reads the number it was written for (a stale build is never called) */
-__attribute__((visibility("default"))) const int32_t qcd_fused_version = 3;
+__attribute__((visibility("default"))) const int32_t qcd_fused_version = 4;
 
 #define LANES 8
 
@@ -391,15 +391,8 @@ WIDE void qcd_pair_f32(const float *restrict b, const float *restrict a,
     pair(b, a, diff, n, out);
 }
 
-WIDE void qcd_kl_f32(const float *restrict b, const float *restrict a,
-                     const float *restrict diff, int64_t n, double b_shift, double a_shift,
-                     int precise, double *restrict out)
-{
-    kl(b, a, diff, n, b_shift, a_shift, precise, out);
-}
-
 /* a row's pair and its KL in one call: out[0..3] as qcd_pair_f32's, out[4..6] as
- * qcd_kl_f32's (the shifts known from the two sides' maxima) */
+ * KL's three sums, kl()'s (the shifts known from the two sides' maxima) */
 WIDE void qcd_pair_kl_f32(const float *restrict b, const float *restrict a,
                           float *restrict diff, int64_t n, double b_shift, double a_shift,
                           int precise, double *restrict out)

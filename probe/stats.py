@@ -139,8 +139,8 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
     from the noise energy,
     cos = 1 - (|a-b|^2 - (|a| - |b|)^2) / (2 |a| |b|), so 1 - cos keeps its digits near 1.
     KL from the two log-sum-exps: KL = LSE(a) - LSE(b) - sum softmax(b) (a - b), two
-    exponentials in all (in float64 below 4096 elements); the kernel takes its sums in
-    one more pass (float64 sums).
+    exponentials in all (in float64 below 4096 elements); where the kernel takes the pair,
+    it takes KL's sums in the same call (float64 sums, its own exponentials).
     """
     if wanted is not PAIR_METRICS:
         unknown = set(wanted) - _ALL
@@ -164,11 +164,15 @@ def pair_stats(base: torch.Tensor, analy: torch.Tensor, wanted=PAIR_METRICS, *,
     maxima = base_side.get("max"), analy_side.get("max")
     if fused.fits(a) and fused.fits(b):
         diff = work[0]
+        if "kl" in asked:
+            # KL's shifts need each side's largest value: a side not measured yet is read
+            maxima = tuple(fused.side(t)[1] if top is None else top
+                           for top, t in zip(maxima, (b, a), strict=True))
         if "kl" in asked and _finite_numbers(maxima):
-            # the difference, its numbers and KL's sums in one call (a row's)
-            sums = fused.pair_kl(b, a, diff, _shift(maxima[0]), _shift(maxima[1]),
-                                 n < _SMALL)
-            values["kl"] = _kl_of(*sums[4:], _shift(maxima[0]), _shift(maxima[1]))
+            # the difference, its numbers and KL's sums in one call
+            shifts = _shift(maxima[0]), _shift(maxima[1])
+            sums = fused.pair_kl(b, a, diff, *shifts, n < _SMALL)
+            values["kl"] = _kl_of(*sums[4:], *shifts)
         else:
             # the difference and every number but KL's in one pass
             sums = fused.pair(b, a, diff)
@@ -227,14 +231,9 @@ _SMALL = 4096
 
 def _kl(b: torch.Tensor, a: torch.Tensor, diff: torch.Tensor, b_max: float | None,
         a_max: float | None, work: list | None = None) -> float:
-    """KL(softmax(b) || softmax(a)) = LSE(a) - LSE(b) - sum p (a - b), p = softmax(b)."""
-    small = b.numel() < _SMALL
-    if _finite_numbers((b_max, a_max)) and fused.fits(b) and fused.fits(a) and fused.fits(diff):
-        # one pass, its sums in float64 (the same on every machine); a small tensor's
-        # exponentials in float64 too, as below
-        b_shift, a_shift = _shift(b_max), _shift(a_max)
-        return _kl_of(*fused.kl_sums(b, a, diff, b_shift, a_shift, small), b_shift, a_shift)
-    if small:
+    """KL(softmax(b) || softmax(a)) = LSE(a) - LSE(b) - sum p (a - b), p = softmax(b), with
+    torch's exponentials (tensors the kernel does not take, or a side not finite)."""
+    if b.numel() < _SMALL:
         b, a, diff = b.double(), a.double(), diff.double()
         work = None
     b_max = float(b.max()) if b_max is None else b_max

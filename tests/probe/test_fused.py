@@ -100,9 +100,10 @@ def test_the_row_metrics_agree_with_torchs_reductions(monkeypatch):
                 elif name == "cosine":
                     assert 1 - g == pytest.approx(1 - w, rel=1e-3, abs=1e-9), name
                 elif name == "kl":
-                    # torch's float32 sums of a large row's exponentials: about 1e-4 of
-                    # KL (the kernel's are float64: within a few 1e-5 of the exact one, below)
-                    assert g == pytest.approx(w, rel=1e-4, abs=1e-9), name
+                    # torch's float32 sums of a large row's exponentials: within a few 1e-4
+                    # of KL, by the machine's vector width (the kernel's are float64: within
+                    # 5e-5 of the exact one, below)
+                    assert g == pytest.approx(w, rel=5e-4, abs=1e-9), name
                 else:
                     assert g == pytest.approx(w, rel=1e-5, abs=1e-9), name
 
@@ -159,7 +160,8 @@ def test_kls_sums_are_the_exact_ones_to_the_exponentials_precision(n, precise):
         weights = torch.exp(base.double() - base_shift)
         want = (float(weights.sum()), float((weights * diff.double()).sum()),
                 float(torch.exp(analysis.double() - analysis_shift).sum()))
-        got = fused.kl_sums(base, analysis, diff, base_shift, analysis_shift, precise)
+        got = fused.pair_kl(base, analysis, torch.empty(n), base_shift, analysis_shift,
+                            precise)[4:]
         assert got[0] == pytest.approx(want[0], rel=tolerance)
         assert got[2] == pytest.approx(want[2], rel=tolerance)
         # the cross sum cancels: its error is relative to the sum of its terms' sizes
@@ -172,19 +174,25 @@ def test_kls_exponentials_underflow_to_zero_and_keep_a_nan(precise):
     """A term far below the largest (or -inf) adds 0, never garbage from an exponent out
     of range; a NaN stays NaN."""
     low = -800.0 if precise else -100.0
-    base = torch.tensor([0.0, low, float("-inf"), -1e30, 1.0, 2.0, 3.0, 4.0, 5.0])
-    got = fused.kl_sums(base, base, torch.zeros(9), 0.0, 0.0, precise)
     want = sum(math.exp(v) for v in (0.0, 1.0, 2.0, 3.0, 4.0, 5.0))
-    assert got[0] == pytest.approx(want, rel=1e-7) and got[2] == got[0] and got[1] == 0.0
+    base = torch.tensor([0.0, low, -1e30, 1.0, 2.0, 3.0, 4.0, 5.0, 0.0])
+    base[8] = float("-inf")
+    # -inf: its weight is 0, but -inf - -inf is no number, so its cross term is NaN, as
+    # torch's 0 * NaN makes it (such a row has a side that is not finite: no metrics)
+    for finite, expected_cross in ((8, 0.0), (9, math.nan)):
+        part = base[:finite].contiguous()
+        got = fused.pair_kl(part, part, torch.empty(finite), 0.0, 0.0, precise)[4:]
+        assert got[0] == pytest.approx(want, rel=1e-7) and got[2] == got[0]
+        assert got[1] == expected_cross or (got[1] != got[1] and expected_cross != expected_cross)
     base[4] = float("nan")
-    assert all(v != v for v in fused.kl_sums(base, base, torch.zeros(9), 0.0, 0.0, precise)[::2])
+    assert all(v != v for v in fused.pair_kl(base, base, torch.empty(9), 0.0, 0.0, precise)[4::2])
 
 
-def test_a_rows_kl_is_zero_for_equal_sides_and_the_exact_one_elsewhere(monkeypatch):
+def test_a_rows_kl_is_zero_for_equal_sides_and_the_exact_one_elsewhere():
     """The row's KL with the kernel: 0 for equal sides, and the float64 one to its
     exponentials' precision: float64 below 4,096 elements (as torch's path computes
-    them), float32 above, whose float64 sums keep it closer to the exact KL than torch's
-    float32 path."""
+    them), float32 above, their sums in float64. The kernel's numbers are the same on
+    every machine, so are these bounds' margins."""
     generator = torch.Generator().manual_seed(12)
     for n, scale in ((7, 0.01), (300, 1.0), (12_289, 3.0), (70_000, 2.0), (50_000, 40.0)):
         base = torch.randn(n, generator=generator) * scale
@@ -194,10 +202,7 @@ def test_a_rows_kl_is_zero_for_equal_sides_and_the_exact_one_elsewhere(monkeypat
         exact = float((log_p.exp() * (log_p - torch.log_softmax(analysis.double(), 0))).sum())
         sides = {"base_side": side_stats(base), "analy_side": side_stats(analysis)}
         error = abs(pair_stats(base, analysis, ("kl",), **sides)["kl"] - exact) / exact
-        monkeypatch.setattr(fused, "ENABLED", False)
-        torchs = abs(pair_stats(base, analysis, ("kl",), **sides)["kl"] - exact) / exact
-        monkeypatch.setattr(fused, "ENABLED", True)
-        if n < 4096:
-            assert error < 1e-7, n      # the inputs' own float32 rounding
-        else:
-            assert error < 1e-4 and error < torchs, n
+        assert error < (1e-7 if n < 4096 else 5e-5), n
+        # without the sides given, the same number (each side's maximum read for it)
+        assert pair_stats(base, analysis, ("kl",))["kl"] == \
+            pair_stats(base, analysis, ("kl",), **sides)["kl"]
