@@ -220,9 +220,8 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
         # frozen torch.ao fake quants computed in place, same values (probe/fast_quant.py)
         fast = FastQuantizers(every[0] + every[1])
         # R5.3: the two models without quantization, one forward (none where the baseline
-        # is the analysis model with every fake quant off), run before the layers are:
-        # after them its weights are out of the caches (measured: a millisecond more on
-        # a small transformer)
+        # is the analysis model with every fake quant off), before the layers are read;
+        # on copies of the inputs, so the layer runs get the inputs as they were given
         off_pass = None if self_baseline else \
             _fake_quant_off_pass(analysis, adapter, _on_copies(args, kwargs), every[1],
                                  baseline, every[0])
