@@ -36,8 +36,18 @@ def case_fact(case: Case) -> dict:
             "postprocess_in_model": case.get("postprocess_in_model", "unknown"),
             "deploy_given": any(k in deploy for k in ("train", "board", "nodes", "description",
                                                        "script")),
+            # the deploy keys holding a value: the checklist never asks for them again
+            "deploy_keys": ", ".join(_filled_keys(deploy, "deploy")),
             "language": case.get("language", "zh"), "source": case.source("case"),
             "locations": case_key(case, "case")}
+
+
+def _filled_keys(value, path: str) -> list[str]:
+    """The dotted paths under ``value`` that hold a value (a mapping's own path too)."""
+    if not isinstance(value, dict):
+        return [path] if value is not None and value != "unknown" else []
+    return [path] + [key for name, inner in value.items()
+                     for key in _filled_keys(inner, f"{path}.{name}")] if value else []
 
 
 def evidence_facts(case: Case) -> list[dict]:

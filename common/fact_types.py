@@ -172,6 +172,7 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     "case": {"symptom_given": _b(), "badcase": _s("available", "dataset_only", "none", "unknown"),
              "retrain": _s(*TRISTATE), "fake_quant_state": _s("validation", "float", "unknown"),
              "input_format_differs": _b(), "has_task_input": _b(), "deploy_given": _b(),
+             "deploy_keys": _s(default=""),
              "postprocess_in_model": _s(*TRISTATE),
              "language": _s("zh", "en", default="zh")},
     "platform": {"chip": _s(*CHIPS), "march": _s(*MARCHES), "known": _b(),

@@ -109,6 +109,13 @@ def _check_next_action(a, where: str) -> None:
         _fail(f"next_action cost_before_qat must be a cost class ({', '.join(COST_CLASSES)})",
               where, "then.next_action.cost_before_qat",
               "recalibrate: a qconfig change takes effect by calibrating again before QAT")
+    # a remedy: a change to the model (a fixed scale, qint16, per-channel weights, the
+    # measured fix), shown as a fix to make, never as information the report waits for
+    if a.get("remedy") is not None and not isinstance(a["remedy"], bool):
+        _fail("next_action remedy must be true or false", where, "then.next_action.remedy")
+    if a.get("remedy") and a.get("cost") == "verify":
+        _fail("a remedy next_action changes the model: its cost is analyse, recalibrate or "
+              "retrain, never verify", where, "then.next_action.cost")
     if a.get("rank") is not None and a["rank"] not in ACTION_RANKS:
         _fail(f"next_action rank must be one of {', '.join(ACTION_RANKS)}", where,
               "then.next_action.rank",
@@ -180,6 +187,8 @@ def _collect_evidence(a: Assembly, hit: Fired) -> None:
 
 
 def _collect_missing(a: Assembly, hit: Fired) -> None:
+    if "conclusion" in hit.rule.then and hit.rule.id != a.winner:
+        return          # an overridden conclusion speaks as evidence only, asks nothing
     missing = hit.rule.then["missing"]
     if a.first("missing", missing):
         a.report["missing"].append({"id": missing, "question": hit.message,

@@ -91,7 +91,8 @@ class Conclusion:
 class NextAction:
     """A next step, smallest verifiable first: its ``kind`` (``evaluate_stage``,
     ``quant_analysis``, ``consistency_strategy``, ...), the ``text`` saying it and the
-    ready-to-paste ``code`` when it has some."""
+    ready-to-paste ``code`` when it has some; ``remedy``: a change to the model (a fixed
+    scale, qint16, per-channel weights, the measured fix), not information to give."""
     id: str
     kind: str
     text: str = ""
@@ -102,6 +103,7 @@ class NextAction:
     baseline: str | None = None
     analysis: str | None = None
     stage_to_evaluate: str | None = None
+    remedy: bool = False
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,9 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
     committed = {p["id"] for p in report["pitfalls"]}
     report["cautions"] = [c for c in report["cautions"] if c["id"] not in committed]
     if full_checklist or is_deployment_problem(stage, report["conclusion"]["suspect"], facts):
-        report["checklist"] = checklist_section(assembly.judged, lang)
+        given = {key for f in facts if f["type"] == "case"
+                 for key in f.get("deploy_keys", "").split(", ") if key}
+        report["checklist"] = checklist_section(assembly.judged, lang, given)
     if any(f["type"] == "qa_folder" for f in facts):
         from qcdoctor.collectors.reading.thresholds import DEFAULT
         report["thresholds"] = DEFAULT.as_dict()
@@ -115,8 +117,10 @@ def fix_trials_section(series: list[dict]) -> list[dict]:
             if s["type"] == "fix_trials_series"]
 
 
-def checklist_section(judged: dict[str, list[dict]], lang: str) -> list[dict]:
-    """Every checklist item, judged or not: status, evidence, and what to provide.
+def checklist_section(judged: dict[str, list[dict]], lang: str,
+                      given: set[str] = frozenset()) -> list[dict]:
+    """Every checklist item, judged or not: status, evidence, and what to provide (never a
+    case key in ``given``, the deploy keys the case fills).
 
     A mandatory item also names the finer checks rolled up into it (``parts``).
     """
@@ -141,9 +145,9 @@ def checklist_section(judged: dict[str, list[dict]], lang: str) -> list[dict]:
         if status == "unknown" and parts and own.get(item) not in (None, "unknown"):
             # its own evidence is settled (deploy.postprocess_same given) and only finer
             # checks leave it unknown: it waits on what they need, not on keys it has
-            entry["provide"] = _LIST[lang].join(_provide(p, read, lang) for p in parts)
+            entry["provide"] = _LIST[lang].join(_provide(p, read, lang, given) for p in parts)
         elif status == "unknown":
-            entry["provide"] = _provide(item, read, lang)
+            entry["provide"] = _provide(item, read, lang, given)
         items.append(entry)
     return items
 
@@ -159,15 +163,31 @@ def _kinds_read(judged: dict[str, list[dict]]) -> set[str]:
         {"config"} if any(f.endswith((".yaml", ".yml", ".json")) for f in files) else set())
 
 
-def _provide(item: str, read: set[str], lang: str) -> str:
+def _provide(item: str, read: set[str], lang: str, given: set[str]) -> str:
     """What decides an unknown item: once its input was read, the facts it lacks by name,
-    never the file again."""
+    never the file again; of the case keys it is decided from (``needs``), only those the
+    case does not give (``given``: its deploy keys that hold a value)."""
     spec = checklist_items()[item]
     after_reading = spec.get("provide_read")
     froms = after_reading and after_reading["from"]
-    if froms and set([froms] if isinstance(froms, str) else froms) & read:
-        return after_reading[lang]
-    return spec["provide"][lang]
+    text = after_reading if froms and set([froms] if isinstance(froms, str) else froms) & read \
+        else spec["provide"]
+    needs = spec.get("needs")
+    if not needs:
+        return text[lang]
+    unmet = [need[lang] for need in needs
+             if not (any if need.get("any") else all)(key in given for key in need["keys"])]
+    if not unmet:
+        return (text.get("given") or spec["provide_given"])[lang]
+    return text[lang].replace("{needs}", _listed(unmet, lang))
+
+
+def _listed(parts: list[str], lang: str) -> str:
+    """"a, b and c" ("a、b与c")."""
+    if len(parts) == 1:
+        return parts[0]
+    comma, last = ("、", "与") if lang == "zh" else (", ", " and ")
+    return comma.join(parts[:-1]) + last + parts[-1]
 
 
 def _order_actions(actions: list[dict], facts: list[dict], lang: str) -> None:
@@ -282,7 +302,7 @@ def _action(fired: Fired, case_context: dict, lang: str, *, before_qat: bool = F
         action = {**action, "cost": action["cost_before_qat"]}
     out = {"id": action["id"], "kind": action["kind"], "cost": action["cost"]}
     for key in ("analysis_model_type", "baseline", "analysis", "stage_to_evaluate", "rank",
-                "effect"):
+                "effect", "remedy"):
         if action.get(key):
             out[key] = action[key]
     # ordering only, like rank and effect: the comparison the action runs, or reads

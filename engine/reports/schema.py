@@ -73,7 +73,9 @@ REPORT_SPEC = Mapping({
     "next_actions": ListOf(Mapping({
         "id": Text(), "kind": Text(), "cost": Choice(COST_CLASSES),
         "analysis_model_type": Text(), "baseline": Text(), "analysis": Text(),
-        "stage_to_evaluate": Text(), "text": Text(), "code": Text(), "rule": Text()})),
+        "stage_to_evaluate": Text(), "text": Text(), "code": Text(), "rule": Text(),
+        # a change to the model (its kind stays one of the contract's)
+        "remedy": Flag()})),
     "consistency": Mapping({"applicable": Flag(), "level": Number(integer=True),
                             "requires_retrain": Flag(), "prerequisites_met": Flag(),
                             "text": Text(), "old_level": Number(integer=True), "rule": Text()}),

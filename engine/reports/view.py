@@ -185,11 +185,16 @@ def _needed(report: dict, L: dict, lang: str) -> list[dict]:
              for m in report["missing"]]
             + _asked(report, asked_by, lang)
             + [_item(a["id"], a["text"], a["rule"]) for a in report["next_actions"]
-               if a["kind"] in _WAITING_KINDS and a.get("cost") == _WAITING_COST
-               and a["rule"] not in named]
+               if _waiting(a) and a["rule"] not in named]
             + [_item(c["id"], f"{c['title']}{L['colon']}{c['provide']}")
                for c in report["checklist"] if c.get("provide")]
             + _postprocess_unstated(report, L))
+
+
+def _waiting(action: dict) -> bool:
+    """An action that waits for an input only the user can give."""
+    return action["kind"] in _WAITING_KINDS and action.get("cost") == _WAITING_COST \
+        and not action.get("remedy")
 
 
 def _postprocess_unstated(report: dict, L: dict) -> list[dict]:
@@ -222,11 +227,14 @@ def _asking_rules(report: dict) -> tuple[dict[str, str], set[str]]:
 
 def _asked(report: dict, asked_by: dict[str, str], lang: str) -> list[dict]:
     """The questions the rules ask, not already missing items: the asking rule's action
-    where it has one (it says what to provide and how), else the intake's question."""
+    where it waits for an input (it says what to provide and how), else the intake's
+    question (a rule that proposes work and asks a question beside it, such as level 1
+    and the levels tried, keeps its action among the actions)."""
     missing = {m["id"] for m in report["missing"]}
     action_of: dict[str, dict] = {}
     for action in report["next_actions"]:
-        action_of.setdefault(action["rule"], action)
+        if _waiting(action):
+            action_of.setdefault(action["rule"], action)
     items = []
     for topic in report.get("ask", []):
         rule = asked_by.get(topic, "")

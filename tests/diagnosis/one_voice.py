@@ -1,7 +1,9 @@
 """knowledge.md §16 R3.14, one voice in a report, as checks any test can run on a report:
 no word written twice in a row ("training training"), no two actions doing the same thing
-(one LUT bisection, not three), no action listed again as information still needed, and
-no rule's output shown while a later rule overrides it without saying so."""
+(one LUT bisection, not three), no action listed again as information still needed (nor,
+in the report's "Information still needed", any action that is work to do rather than an
+input to give), no rule's output shown while a later rule overrides it, and no request
+for a fact the case gives."""
 
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ def _texts(report: dict) -> list[str]:
     return texts
 
 
-def problems(report: dict) -> list[str]:
+def problems(report: dict, case: dict | None = None) -> list[str]:
+    """``case``: the case file's mapping, when the report came from one (its facts are
+    never asked for)."""
     found = []
     for text in _texts(report):
         doubled = _DOUBLED.search(text)
@@ -44,4 +48,46 @@ def problems(report: dict) -> list[str]:
     again = asked & {a["id"] for a in report["next_actions"]}
     if again:
         found.append(f"actions listed again as information still needed: {sorted(again)}")
+    return found + _overridden_outputs(report) + _needed_problems(report, case)
+
+
+def _overridden_outputs(report: dict) -> list[str]:
+    """A conclusion another one replaced speaks only as overridden evidence: what it asks
+    for (its missing items) is not asked."""
+    lost = {e["rule"] for e in report["conclusion"]["evidence"] if e.get("overridden")}
+    return [f"{m['rule']} is overridden but still asks for {m['id']}"
+            for m in report.get("missing", []) if m.get("rule") in lost]
+
+
+# a case key named in a request: deploy.train.layout, `postprocess_in_model: yes`
+_CASE_PATH = re.compile(r"\b(deploy(?:\.[a-z_]+)+)\b|`([a-z_]+):")
+
+
+def _needed_problems(report: dict, case: dict | None) -> list[str]:
+    from qcdoctor.engine.reports.view import view_model
+    needed = view_model(report)["needed"]
+    work = {a["id"] for a in report["next_actions"]
+            if not (a["kind"] in ("provide_info", "evaluate_stage") and a.get("cost") == "verify")
+            or a.get("remedy")}
+    found = [f"work to do listed as information still needed: {item['id']}"
+             for item in needed if item["id"] in work]
+    if case is None:
+        return found
+    for item in needed:
+        for match in _CASE_PATH.finditer(item["text"]):
+            path = match.group(1) or match.group(2)
+            if _given(case, path.split(".")):
+                found.append(f"asks for {path}, which the case gives: {item['text'][:80]!r}")
+        if item["id"] in case and case[item["id"]] not in (None, "unknown"):
+            found.append(f"asks for {item['id']}, which the case gives")
     return found
+
+
+def _given(case: dict, path: list[str]) -> bool:
+    """A value (not a mapping still to fill) at ``path`` of the case."""
+    value = case
+    for key in path:
+        if not isinstance(value, dict) or value.get(key) is None:
+            return False
+        value = value[key]
+    return not isinstance(value, dict)

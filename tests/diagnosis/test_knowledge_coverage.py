@@ -342,14 +342,16 @@ def test_every_decision_of_section_18_is_mapped(knowledge):
 def test_example(tmp_path, row_id, source, kind):
     row = ROWS[row_id]
     example = row["sources"][source][kind]
-    report = triage(build_case(tmp_path / "case", example))
+    folder = build_case(tmp_path / "case", example)
+    report = triage(folder)
     rules, hits = source_rules(row, source), fired(report)
     if kind in ("fires", "contrast"):
         assert set(rules) <= hits, f"{sorted(set(rules) - hits)} did not fire"
     else:
         assert not set(rules) & hits, f"{sorted(set(rules) & hits)} fired"
     _check_expectations(report, example.get("expect", {}))
-    assert not problems(report), problems(report)        # R3.14: one voice
+    case = yaml.safe_load((folder / "case.yaml").read_text(encoding="utf-8"))
+    assert not problems(report, case), problems(report, case)     # R3.14: one voice
 
 
 def _check_expectations(report: dict, expect: dict) -> None:
