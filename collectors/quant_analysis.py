@@ -412,19 +412,29 @@ def _made_in_one_run(case: Case, run: dict) -> bool:
 
 def _read_against_origins(facts: list[dict]) -> None:
     """Add to every sensitivity summary how it reads against compare_per_layer's clear
-    origins (cliffs) of the same model (knowledge.md §16 R3.10)."""
+    origins (cliffs) of the same model (knowledge.md §16 R3.10), and whether that
+    comparison is clean: every compared layer in the clean band, so the sensitivity ranks
+    noise and none of its readings (top op, flatness, tail) is used."""
     from qcdoctor.collectors.sensitivity import against_origins
     folders = {f["analysis"]: f for f in facts if f["type"] == "qa_folder"}
     cliffs: dict[str, list[str]] = {}
+    clean: dict[str, list[str]] = {}
     for fact in facts:
         # clear origins: one source after a clean prefix, or two (R3.8), in order
         if fact["type"] == "layer_origin" and fact["pattern"] in ("cliff", "two_sources"):
             named = [fact["layer"], fact.get("second_layer", "")]
             cliffs.setdefault(fact["analysis"], []).extend(n for n in named if n)
+        if fact["type"] == "layer_table" and fact["compared"] > 0 and not fact["abnormal"]:
+            clean[fact["analysis"]] = [fact["analysis"]]
     for fact in facts:
         if fact["type"] == "sensitivity_summary":
-            fact.update(against_origins(fact, _origins_for(folders.get(fact["analysis"]),
-                                                           folders, cliffs)))
+            folder = folders.get(fact["analysis"])
+            fact.update(against_origins(fact, _origins_for(folder, folders, cliffs)))
+            # its own per-layer table clean, or (a sensitivity folder of its own) that of
+            # a folder making the same comparison
+            fact["comparison_clean"] = bool(_origins_for(folder, folders, clean))
+            if fact["comparison_clean"]:
+                fact["usable"] = False
 
 
 def _origins_for(folder: dict | None, folders: dict[str, dict],

@@ -335,7 +335,10 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                             # read against compare_per_layer's clear origin (a cliff) of
                             # the same model: "" when there is none
                             "origin_layer": _s(default=""), "top_is_origin": _b(),
-                            "against_origin": _b(), "misses_origin": _b(), **_DRIVES},
+                            "against_origin": _b(), "misses_origin": _b(),
+                            # the same comparison's per-layer table has every compared
+                            # layer in the clean band: the values rank noise (usable false)
+                            "comparison_clean": _b(), **_DRIVES},
     "advisor_message": {"analysis": _s(default=""), "layer": _s(default=""),
                         "kind": _s(*ADVISOR_KINDS), "op_type": _s(default=""),
                         "message": _s(default="")},

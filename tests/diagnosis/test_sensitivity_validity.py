@@ -19,10 +19,11 @@ from qcdoctor.collectors.sensitivity import (
     tail_size,
 )
 from qcdoctor.engine.diagnosis.triage import triage_case
-from qcdoctor.engine.reports.formats import render
+from qcdoctor.engine.reports.formats import render, render_output
 from qcdoctor.fact_types import STAGES
+from tests.diagnosis.one_voice import problems
 from tests.qa.scenarios import CONV, LUT, case_yaml, cliff_rows, gradual_rows
-from tests.qa.writers import write_compare, write_sensitivity
+from tests.qa.writers import layer, write_compare, write_sensitivity
 
 CONVERT_RUN = {"type": "convert", "baseline": "qat_bc", "analysis": "quantized_bc",
                "out_dir": "qa_convert", "sensitivity": True}
@@ -111,6 +112,58 @@ def test_a_raised_tail_beside_a_clear_origin_is_the_uncovered_fault(tmp_path):
     summary = facts_of(report, "sensitivity_summary")[0]
     assert not summary["tail_near_zero"] and not summary["flat"] and not summary["dominant"]
     assert "LY048" in rules_of(report) and "LY043" not in rules_of(report)
+
+
+def clean_rows():
+    """A healthy model's per-layer table: every row in the clean band."""
+    return [layer(f"block{i}.conv", 0.99999 - i * 2e-7, atol=0.004, qscale=0.01)
+            for i in range(12)]
+
+
+def noise_values():
+    """Its sensitivity: tiny values, the top twice the next, the tail a tenth of the top
+    (read as ratios alone: one op dominating and a tail far from zero)."""
+    return [("block3.conv", 2.1e-4), ("block7.conv", 0.9e-4), ("block1.conv", 0.8e-4)] + \
+        [(f"block{i}.conv", (6 - i * 0.3) * 1e-5) for i in (0, 2, 4, 5, 6, 8, 9, 10, 11)]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("own_folder", [True, False])
+def test_sensitivity_beside_a_clean_comparison_is_not_read(tmp_path, lang, own_folder):
+    """A healthy model: the per-layer table is clean, so its sensitivity ranks noise; no
+    "one op dominates", no "the run may be unsound", whether the sensitivity lies in the
+    comparison's folder or in a folder of its own."""
+    if own_folder:
+        case = convert_case(tmp_path, clean_rows(), rows(noise_values()),
+                            platform={"chip": "J6E"})
+    else:
+        case = tmp_path / "case"
+        case_yaml(case, platform={"chip": "J6E"}, analyses_run=[
+            {**CONVERT_RUN, "sensitivity": False},
+            {"type": "convert", "baseline": "qat_bc", "analysis": "quantized_bc",
+             "out_dir": "qa_convert_sens", "sensitivity": True}])
+        write_compare(case / "qa_convert", clean_rows())
+        write_sensitivity(case / "qa_convert_sens", rows(noise_values()))
+    report = triage(case, lang)
+    summary = facts_of(report, "sensitivity_summary")[0]
+    # the ratios alone would read dominance and a raised tail
+    assert summary["dominant"] and not summary["tail_near_zero"]
+    assert summary["comparison_clean"] and not summary["usable"]
+    found = rules_of(report)
+    assert {"LY012", "LY113"} <= found
+    assert not {"LY040", "LY041", "LY042", "LY043", "LY046", "LY048"} & found
+    assert not problems(report), problems(report)
+    for fmt in ("md", "html", "json", "sarif", "junit"):
+        assert render_output(report, fmt).strip(), fmt
+
+
+def test_a_sensitivity_beside_an_abnormal_comparison_is_still_read(tmp_path):
+    values = [(ORIGIN, 0.42), ("head.cls.0", 0.05), ("backbone.s1.conv", 0.03),
+              ("head.cls.1", 0.01), ("backbone.s2.conv", 0.004), ("backbone.s0.conv", 0.0)]
+    report = triage(convert_case(tmp_path, cliff_rows(), rows(values)))
+    summary = facts_of(report, "sensitivity_summary")[0]
+    assert not summary["comparison_clean"] and summary["usable"]
+    assert "LY113" not in rules_of(report)
 
 
 def test_the_convert_sensitivity_folder_is_read_against_the_compare_folder(tmp_path):
