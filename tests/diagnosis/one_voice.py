@@ -48,7 +48,34 @@ def problems(report: dict, case: dict | None = None) -> list[str]:
     again = asked & {a["id"] for a in report["next_actions"]}
     if again:
         found.append(f"actions listed again as information still needed: {sorted(again)}")
-    return found + _overridden_outputs(report) + _needed_problems(report, case)
+    return found + _overridden_outputs(report) + _needed_problems(report, case) + \
+        _comments_against_findings(report)
+
+
+# the error kinds a code comment may name, and a sentence denying one ("not rounding",
+# "no truncation", "rather than by conversion")
+_KINDS = {"rounding": "rounding", "truncation": "truncat", "conversion": "conversion|requantiz",
+          "accumulation": "accumulat"}
+_DENIED = r"\b(?:not|no|never|rather than)\s+(?:\w+\s+){{0,2}}?(?:{kind})"
+
+
+def _comments_against_findings(report: dict) -> list[str]:
+    """An action's code comments never name the error kind its sentence, or its rule's
+    finding, denies (English; a Chinese report is read through its English twin)."""
+    if report.get("language") != "en":
+        return []
+    found = []
+    for action in report["next_actions"]:
+        comments = " ".join(line for line in (action.get("code") or "").splitlines()
+                            if line.lstrip().startswith("#")).lower()
+        said = " ".join([action.get("text", "")] + [f["text"] for f in report["findings"]
+                                              if f["rule"] == action["rule"]]).lower()
+        for kind, words in _KINDS.items():
+            if re.search(_DENIED.format(kind=words), said) and \
+                    re.search(words, re.sub(_DENIED.format(kind=words), "", comments)):
+                found.append(f"{action['id']}: its code comments say {kind}, which its "
+                             f"finding denies")
+    return found
 
 
 def _overridden_outputs(report: dict) -> list[str]:

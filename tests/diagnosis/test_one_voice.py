@@ -16,6 +16,7 @@ from qcdoctor.engine.reports.terminal import render_terminal
 from qcdoctor.engine.reports.view import view_model
 from qcdoctor.wording import labels
 from tests.diagnosis.one_voice import problems
+from tests.qa.scenarios import build
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -58,6 +59,17 @@ def test_the_checks_find_what_they_look_for():
     for start in expected:
         assert any(f.startswith(start) for f in found), (start, found)
     assert len(found) == len(expected), found
+
+
+def test_a_code_comment_the_finding_denies_is_found(tmp_path):
+    case = build("rounding", tmp_path)
+    report = triage_path(case, use_env=False, lang="en")
+    assert not problems(report), problems(report)
+    action = next(a for a in report["next_actions"] if a["rule"] == "LY031")
+    assert "by rounding" in action["code"]
+    action["text"] += " It is not rounding."
+    assert problems(report) == [f"{action['id']}: its code comments say rounding, which its "
+                                "finding denies"]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
