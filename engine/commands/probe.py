@@ -94,7 +94,8 @@ def run(args, parser) -> int:
         if names is not None:
             check_output_names(names, args.metric, key="--names")
         checked_device(args.device, key="--device")
-        stages = checked_stages(_stages(args), args.type, key="--stages")
+        asked, chosen = _stages(args)
+        stages = checked_stages(asked, args.type, key="--stages")
         check_out_dir(Path(args.out))
         # self: the analysis model with every fake quant off, made by compare_models
         baseline = SELF if args.baseline.strip() == SELF else \
@@ -108,8 +109,13 @@ def run(args, parser) -> int:
                                 try_fixes=args.try_fixes, fix_budget=args.fix_budget,
                                 fix_target=args.fix_target, fix_metric=args.fix_metric,
                                 stages=stages, lang=lang)
-    lines = [fill(words["done"], {"rows": len(result.rows), "out": args.out,
-                                  "files": len(result.files)}, lang)]
+    from qcdoctor.vocabulary import stage_label
+    other = "float,calib" if stages == ("float", "qat") else "float,qat"
+    lines = [fill(words[f"stages_{chosen}"], {
+        "baseline": stage_label(stages[0], lang), "analysis": stage_label(stages[1], lang),
+        "type": args.type, "other": other}, lang),
+        fill(words["done"], {"rows": len(result.rows), "out": args.out,
+                             "files": len(result.files)}, lang)]
     if result.baseline_model == SELF:
         lines.append(words["self_baseline"])
     elif result.models_match is not None and not result.models_match["match"]:
@@ -133,14 +139,16 @@ def run(args, parser) -> int:
     return EXIT_OK
 
 
-def _stages(args) -> tuple[str, ...] | None:
-    """--stages as a pair; without it, a fake_quant probe whose --analysis names qat (a
-    word of MOD:ATTR, e.g. models:qat_model) compares float with qat, not with calib."""
+def _stages(args) -> tuple[tuple[str, ...] | None, str]:
+    """(--stages as a pair, "given"); without it, a fake_quant probe whose --analysis names
+    qat (a word of MOD:ATTR, e.g. models:qat_model) compares float with qat, not with
+    calib ("named"); else the type's own pair (None, "default"). How the pair was chosen
+    is the first line the probe prints: a guess is said, with how to give another."""
     if args.stages:
-        return tuple(part.strip() for part in args.stages.split(","))
+        return tuple(part.strip() for part in args.stages.split(",")), "given"
     if args.type == "fake_quant" and "qat" in re.split(r"[^a-z0-9]+", args.analysis.lower()):
-        return ("float", "qat")
-    return None
+        return ("float", "qat"), "named"
+    return None, "default"
 
 
 def _case_folder(out: Path) -> Path | None:

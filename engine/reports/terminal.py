@@ -219,7 +219,9 @@ def _stage_list(view: dict):
 
 def _triage_parts(view: dict) -> list:
     r, L, sep = view["r"], view["L"], view["sep"]
-    parts = [_conclusion(view, r["conclusion"]["evidence"])]
+    # what the layer reading located leads, before the stage (which it may leave open)
+    parts = [_message(line, "bold") for line in view["located"]]
+    parts.append(_conclusion(view, r["conclusion"]["evidence"]))
     actions = r["next_actions"]
     if actions:
         parts += [_text(L["view"]["smallest_action"], "bold"),

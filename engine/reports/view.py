@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from qcdoctor.collectors.environment import THIS_MACHINE
 from qcdoctor.collectors.metric_direction import metric_key
-from qcdoctor.fact_types import STAGES
+from qcdoctor.fact_types import LAYER_SEPARATOR, STAGES
 from qcdoctor.text import render as fill
 from qcdoctor.vocabulary import CONCLUSION_LABELS, is_deployment_problem, stage_label
 from qcdoctor.wording import id_words, labels, source_text, suspect_words
@@ -65,7 +65,7 @@ def view_model(report: dict) -> dict:
     if user:
         checks.append(f"{L['user_checks']}{sep}{L['semicolon'].join(user)}")
     history = (facts_of(report, "consistency_history") or [{}])[0]
-    tried = [str(i) for i in range(3) if history.get(f"tried_{i}")]
+    tried = [L["level_named"].format(n=i) for i in range(3) if history.get(f"tried_{i}")]
     fixes = f"{L['levels_tried']}{sep}{', '.join(tried)}" if tried else L["no_fixes"]
     stage = report["conclusion"]["stage"]
     folders = _qa_folders(report, L, lang)
@@ -95,6 +95,7 @@ def view_model(report: dict) -> dict:
         "badcase": id_words(case.get("badcase", "unknown"), lang),
         "evidence_kinds": L["list"].join(kinds) or L["not_given"],
         "checks": checks, "fixes_applied": fixes, "qa_summary": qa, "qa_folders": folders,
+        "located": _located(report, folders, L, lang),
         "thresholds": _thresholds_line(report, lang),
         "consistency_line": _consistency_line(report, L),
         "rules_fired": list(dict.fromkeys(t["rule"] for t in report["trace"])),
@@ -301,6 +302,48 @@ def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:
         out.append({"name": name, "comparison": comparison,
                     "known_from": id_words(folder["known_from"], lang), "lines": lines})
     return out
+
+
+def _located(report: dict, folders: list[dict], L: dict, lang: str) -> list[str]:
+    """What the layer reading found, for the summary's first lines: per folder that speaks
+    for the located step, the layer (its error kind) and the measured fix, or that none was
+    measured; a case holding only a probe's output leads with it, not with its stage."""
+    words, lines = L["located"], []
+    comparisons = {f["name"]: f["comparison"] for f in folders}
+    # a probe's folder without trials: the same command measures them (--try-fixes)
+    probed = {f["analysis"] for f in facts_of(report, "qa_folder") if f.get("origin") == "probe"}
+    for origin in facts_of(report, "layer_origin"):
+        name = origin["analysis"]
+        if not origin.get("drives", True) or name not in comparisons:
+            continue
+        kind = next((k["kind"] for k in facts_of(report, "error_kind")
+                     if k["analysis"] == name and k["layer"] == origin["layer"]), "unclear")
+        shown = {"layer": origin["layer"], "analysis": name, "comparison": comparisons[name],
+                 "kind": words["kinds"].get(kind, kind)}
+        line = fill(words["layer" if origin.get("located", True) else "accumulation"], shown,
+                    lang)
+        trials = next((f for f in facts_of(report, "fix_trials") if f["analysis"] == name),
+                      None)
+        fix = _measured_fix(trials, words, L, lang) if trials is not None else \
+            words["fix_none"] if name in probed else ""
+        lines.append(line + L["semicolon"] + fix if fix else line)
+    return lines
+
+
+def _measured_fix(trials: dict, words: dict, L: dict, lang: str) -> str:
+    """The fix the probe measured to reach its target (a single layer's, else the greedy
+    set's), or that none reached it."""
+    if trials.get("single_reaches"):
+        fix, layers, removed = trials["single_fix"], trials["single_layer"], \
+            trials["single_removed"]
+    elif trials.get("greedy_reached") and trials.get("greedy_deployable"):
+        fix, layers, removed = trials["greedy_fix"], trials["greedy_layers"], \
+            trials["greedy_removed"]
+    else:
+        return words["fix_not_reached"]
+    return fill(words["fix"], {"fix": id_words(fix, lang),
+                               "layers": L["list"].join(layers.split(LAYER_SEPARATOR)),
+                               "removed": _percent(removed)}, lang)
 
 
 def _kind_label(kind: dict) -> str:

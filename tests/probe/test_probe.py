@@ -4,6 +4,7 @@ the output folder's safety, the restored model state, the quantizer adapter, tri
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -371,6 +372,35 @@ def _cli_case(tmp_path, monkeypatch, name):
     (tmp_path / f"{name}.py").write_text(MODELS_PY, encoding="utf-8")
     torch.save(torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), tmp_path / "in.pt")
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize("options, analysis, lang, first", [
+    ([], "build_rounded", "en",
+     "compared float.pt (--baseline) with calib.pt (--analysis): the fake_quant probe's "
+     "default pair; if the analysis model is another stage, give --stages"),
+    ([], "build_qat_rounded", "en",
+     "compared float.pt (--baseline) with qat.pt (--analysis): assumed because --analysis "
+     "names qat; give --stages float,calib if it is another stage"),
+    (["--stages", "calib,qat"], "build_rounded", "en",
+     "compared calib.pt (--baseline) with qat.pt (--analysis), as --stages gives"),
+    ([], "build_rounded", "zh", "对比 float.pt（--baseline）与 calib.pt（--analysis）：fake_quant "
+                                "探查的默认阶段对"),
+])
+def test_cli_probe_says_first_which_stages_it_compared(tmp_path, monkeypatch, capsys, options,
+                                                       analysis, lang, first):
+    from qcdoctor.engine.commands.cli import main
+    name = f"cli_models_stages_{len(options)}_{analysis}_{lang}"
+    _cli_case(tmp_path, monkeypatch, name)
+    (tmp_path / f"{name}.py").write_text(MODELS_PY + "\nbuild_qat_rounded = build_rounded\n",
+                                         encoding="utf-8")
+    code = main(["probe", "--baseline", f"{name}:build", "--analysis", f"{name}:{analysis}",
+                 "--inputs", "in.pt", "--out", "qa_probe", "--no-sensitivity", "--lang", lang,
+                 *options])
+    out = capsys.readouterr().out
+    assert code == 0 and out.splitlines()[0].startswith(first), out
+    manifest = yaml.safe_load((tmp_path / "qa_probe" / "probe_run.yaml").read_text("utf-8"))
+    baseline, analysis = re.findall(r"[a-z_]+\.pt", first)
+    assert (baseline, analysis) == (f"{manifest['baseline']}.pt", f"{manifest['analysis']}.pt")
 
 
 def test_cli_probe_writes_the_folder(tmp_path, monkeypatch, capsys):
