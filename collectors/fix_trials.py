@@ -48,8 +48,12 @@ _OPTIONAL = ("greedy", "notes", "before", "before_postprocess")
 # before_postprocess (knowledge.md R5.4): the model contains post-processing, and every
 # figure was taken on the tensors entering it (entries: the rows producing them)
 _BEFORE_POSTPROCESS = ("entries", "region_rows")
-_TRIAL = ("fix", "layers", "after", "error_removed", "forwards")
+_TRIAL = ("fix", "layers", "after", "error_removed", "forwards", "settings")
 _GREEDY = (*_TRIAL, "reached")
+# what a trial set, quantizer by quantizer (files written before it have none)
+_SETTING = ("quantizer", "setting", "scale", "zero_point", "quant_min", "quant_max", "ch_axis",
+            "threshold")
+SETTINGS = ("int16", "fixed_scale", "per_channel", "off")
 _TARGET = ("error_removed", "cosine")
 # the values a model-output metric can take: Cosine is a similarity, L1 and MSE errors
 _METRIC_RANGE = {"Cosine": (-1.0, 1.0), "L1": (0.0, math.inf), "MSE": (0.0, math.inf)}
@@ -259,7 +263,7 @@ def _target(r: _Reading, value, key: str, metric: str | None) -> dict:
 
 def _trial(r: _Reading, value, key: str, keys: tuple, low: float, high: float) -> dict:
     problems = len(r.problems)
-    r.mapping(value, key, keys)
+    r.mapping(value, key, keys, ("settings",))
     # a trial is of one layer or more; the greedy set may come out empty
     trial = {"fix": r.field(value, "fix", key, r.choice, FIX_KINDS),
              "layers": r.field(value, "layers", key,
@@ -270,9 +274,46 @@ def _trial(r: _Reading, value, key: str, keys: tuple, low: float, high: float) -
              "forwards": r.field(value, "forwards", key, r.count)}
     if "reached" in keys:
         trial["reached"] = r.field(value, "reached", key, r.flag)
+    trial["settings"] = r.field(value, "settings", key,
+                                lambda v, k: r.items(v, k, lambda s, sk: _setting(r, s, sk))) \
+        or []
     if len(r.problems) > problems:
         raise _Bad
     return trial
+
+
+def _setting(r: _Reading, value, key: str) -> dict:
+    """One quantizer's setting: switched off, or fixed qparams (as many zero points as
+    scales, each scale above zero, over quant_min < quant_max)."""
+    r.mapping(value, key, _SETTING, _SETTING[2:])
+    out = {"quantizer": r.field(value, "quantizer", key, r.text),
+           "setting": r.field(value, "setting", key, r.choice, SETTINGS)}
+    if out["setting"] in (None, "off") or value.get("scale") is None:
+        return out
+    out["scale"] = r.field(value, "scale", key, lambda v, k: r.items(
+        v, k, lambda x, xk: r.number(x, xk, 0.0), empty=False)) or []
+    out["zero_point"] = r.field(value, "zero_point", key,
+                                lambda v, k: r.items(v, k, _integer(r), empty=False)) or []
+    out["quant_min"] = r.field(value, "quant_min", key, _integer(r))
+    out["quant_max"] = r.field(value, "quant_max", key, _integer(r))
+    out["ch_axis"] = r.field(value, "ch_axis", key, r.count)
+    if value.get("threshold") is not None:
+        out["threshold"] = r.field(value, "threshold", key, r.number, 0.0)
+    if len(out["scale"]) != len(out["zero_point"]) or 0 in out["scale"]:
+        r.fail(reason("{key}: as many zero points as scales, every scale above 0", key=key))
+    if None in (out["quant_min"], out["quant_max"]) or out["quant_min"] >= out["quant_max"]:
+        r.fail(reason("{key}: quant_min below quant_max", key=key))
+    return out
+
+
+def _integer(r: _Reading):
+    def read(value, key: str) -> int:
+        r.too_large(value, key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            r.fail(reason("{key}: expected a whole number, found {found}", key=key,
+                          found=_shown(value)))
+        return value
+    return read
 
 
 def within_target(before: float | None, target: dict, metric: str) -> bool:
@@ -355,6 +396,9 @@ def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
         summary["best_layers"] = _names(best["layers"])
     if single is not None:
         summary["single_layer"] = single["layers"][0]
+        # a fixed scale's threshold as measured (the range it covers), for the fix's code
+        summary["single_threshold"] = next(
+            (f"{s['threshold']:.7g}" for s in single["settings"] if "threshold" in s), "")
     if upper is not None:
         summary["float_layers"] = _names(upper["layers"])
     if greedy is not None:

@@ -394,6 +394,8 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                    "single_tried": _b(), "single_reaches": _b(),
                    "single_fix": _s(*FIX_KINDS, "", default=""),
                    "single_layer": _s(default=""), "single_after": _f(),
+                   # a measured fixed scale's threshold (the range end it covers), or ""
+                   "single_threshold": _s(default=""),
                    "single_removed": _f(),
                    "greedy": _b(), "greedy_fix": _s(*FIX_KINDS, "", default=""),
                    "greedy_layers": _s(default=""), "greedy_size": _i(0),

@@ -5,7 +5,8 @@ Importing this package imports torch; the rest of qcdoctor never imports it.
 """
 
 from qcdoctor.probe.compare import ProbeResult, ProbeWarning, compare_models
+from qcdoctor.probe.fix_apply import FixTrials, apply_fix
 from qcdoctor.probe.quantizers import QParams, Quantizer, QuantizerAdapter, TorchAoAdapter
 
-__all__ = ["ProbeResult", "ProbeWarning", "QParams", "Quantizer", "QuantizerAdapter",
-           "TorchAoAdapter", "compare_models"]
+__all__ = ["FixTrials", "ProbeResult", "ProbeWarning", "QParams", "Quantizer",
+           "QuantizerAdapter", "TorchAoAdapter", "apply_fix", "compare_models"]

@@ -40,6 +40,7 @@ from qcdoctor.probe import fix_trials as fixes
 from qcdoctor.probe.calls import CALLS_FILE, write_calls
 from qcdoctor.probe.capture import PATTERN_END, SAME, LayerRows, compare_layers
 from qcdoctor.probe.fast_quant import FastQuantizers
+from qcdoctor.probe.fix_apply import FixTrials
 from qcdoctor.probe.model_match import (
     all_off_outputs,
     deep_copy,
@@ -104,7 +105,8 @@ class ProbeResult:
     # layer_own_error.csv's rows: {measured: N, not_measured: {reason: count}} (None: none)
     own_error: dict | None = None
     row_statistics: str = "torch"          # what computed the rows: c_kernel | torch
-    fix_trials: dict | None = None         # fix_trials.yaml's document (try_fixes)
+    # fix_trials.yaml's document (try_fixes); .apply(model) sets the measured fix on a copy
+    fix_trials: FixTrials | None = None
     stages: tuple[str, str] = ("float", "calib")    # what the two models are (probe_run.yaml)
     # the baseline: "given", or "self" (the analysis model with every fake quant off)
     baseline_model: str = "given"
@@ -268,7 +270,7 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
                                        progress=progress,
                                        models_differ=matched is not None and not matched["match"],
                                        **measured)
-            result.fix_trials = document
+            result.fix_trials = FixTrials(document)
             result.files.append(out / FIX_TRIALS)
             with _writing(out):
                 # listed before it is written: a run stopped in between leaves a folder

@@ -409,7 +409,8 @@ class _Search:
                                       f"whose {self.metric} is not a number")
                     continue
                 trials.append({"fix": fix, "layers": [layer], **self.figure(value),
-                               "forwards": self.copy.spent - spent})
+                               "forwards": self.copy.spent - spent,
+                               "settings": self.settings(changes)})
         return _ranked(trials), tried
 
     def greedy(self, prior: list[str]) -> dict | None:
@@ -516,7 +517,32 @@ class _Search:
 
     def _greedy(self, layers: list[str], value: float, start: int, reached: bool) -> dict:
         return {"fix": "int16", "layers": layers, **self.figure(value),
-                "forwards": self.copy.spent - start, "reached": reached}
+                "forwards": self.copy.spent - start, "reached": reached,
+                "settings": self.settings(tuple(c for n in layers for c in self.int16(n)))}
+
+    def settings(self, changes: tuple[_Change, ...]) -> list[dict]:
+        """What a measured trial set, quantizer by quantizer (fix_trials.yaml's
+        ``settings``): enough to set it again exactly (``apply_fix``)."""
+        return [setting_of(self.slot(c.slot).name, c.setting, c.module) for c in changes]
+
+
+def setting_of(quantizer: str, setting: str, module: TrialFakeQuantize | None) -> dict:
+    """One quantizer's setting in a trial: switched off, or fixed qparams (the scale and
+    zero point per tensor or per channel, over quant_min .. quant_max); a fixed scale also
+    says the threshold it covers (the larger end of its range: scale = threshold /
+    -quant_min for a symmetric one)."""
+    out = {"quantizer": quantizer, "setting": setting}
+    if setting == "off" or module is None or module.scale is None:
+        return out
+    out.update({"scale": [float(v) for v in module.scale.flatten()],
+                "zero_point": [int(v) for v in module.zero_point.flatten()],
+                "quant_min": int(module.quant_min), "quant_max": int(module.quant_max),
+                "ch_axis": module.ch_axis})
+    if setting == "fixed_scale":
+        scale, zero = out["scale"][0], out["zero_point"][0]
+        out["threshold"] = max(abs((module.quant_min - zero) * scale),
+                               abs((module.quant_max - zero) * scale))
+    return out
 
 
 def _ranked(trials: list[dict]) -> list[dict]:

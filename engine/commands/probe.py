@@ -5,6 +5,7 @@ remedies measured on a copy of the analysis model (fix_trials.yaml)."""
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import sys
 import traceback
@@ -67,6 +68,9 @@ def declare(command) -> None:
                               "(Cosine 0.999 counts too by default)")
     command.add_argument("--fix-metric", default="Cosine", choices=("Cosine", "L1", "MSE"),
                          help="model-output metric of the fix trials (default Cosine)")
+    command.add_argument("--save-fixed", metavar="PATH",
+                         help="with --try-fixes: save the analysis model with the recommended "
+                              "fix set, exactly as measured (torch.save; a new file)")
     command.add_argument("--lang", choices=("zh", "en"),
                          help="language of the summary and progress (default: the locale's; see "
                               "docs/reports.md, Language)")
@@ -97,6 +101,8 @@ def run(args, parser) -> int:
         asked, chosen = _stages(args)
         stages = checked_stages(asked, args.type, key="--stages")
         check_out_dir(Path(args.out))
+        if args.save_fixed is not None:
+            _check_save_path(args)
         # self: the analysis model with every fake quant off, made by compare_models
         baseline = SELF if args.baseline.strip() == SELF else \
             load_model(args.baseline, "--baseline")
@@ -132,6 +138,11 @@ def run(args, parser) -> int:
                               lang))
     if result.fix_trials is not None:
         lines += fix_lines(result.fix_trials, words, lang)
+    if args.save_fixed is not None:
+        without_qconfig = _save_fixed(result, analysis, Path(args.save_fixed))
+        lines.append(fill(words["saved_fixed"], {"path": args.save_fixed}, lang))
+        if without_qconfig:
+            lines.append(words["saved_without_qconfig"])
     case = _case_folder(Path(args.out))
     lines.append(fill(words["next_in_case"], {"case": str(case)}, lang) if case is not None
                  else fill(words["next"], {"out": args.out}, lang))
@@ -149,6 +160,53 @@ def _stages(args) -> tuple[tuple[str, ...] | None, str]:
     if args.type == "fake_quant" and "qat" in re.split(r"[^a-z0-9]+", args.analysis.lower()):
         return ("float", "qat"), "named"
     return None, "default"
+
+
+def _check_save_path(args) -> None:
+    """--save-fixed before any work: with --try-fixes, a new file in a folder that exists."""
+    path = Path(args.save_fixed)
+    if not args.try_fixes:
+        raise QcdoctorError("--save-fixed saves a measured fix: there is none without "
+                            "--try-fixes", key="--save-fixed", fix="add --try-fixes")
+    if os.path.lexists(path):
+        raise QcdoctorError(f"{path} exists already; it is never overwritten",
+                            key="--save-fixed", fix="give a new file name, or remove it first")
+    if not path.parent.is_dir():
+        raise QcdoctorError(f"no folder {path.parent} to save {path.name} in",
+                            key="--save-fixed", fix="create the folder, or give another path")
+
+
+def _save_fixed(result, analysis, path: Path) -> bool:
+    """The analysis model with the recommended fix set (fix_trials.yaml), saved whole;
+    nothing saved, one clear error, where no measured fix reaches the target. True where
+    the modules' qconfig attributes had to be left out."""
+    import torch
+
+    from qcdoctor.atomic import replaced_atomically
+    if result.fix_trials.recommended() is None:
+        raise QcdoctorError(f"no measured fix reaches the target: nothing saved to {path}",
+                            key="--save-fixed",
+                            fix="choose a trial in Python: result.fix_trials.apply(model, "
+                                "trial=<index>) (docs/probe.md)")
+    fixed = result.fix_trials.apply(analysis)
+    try:
+        with replaced_atomically(path) as temporary:
+            torch.save(fixed, temporary)
+        return False
+    except (AttributeError, TypeError, pickle.PicklingError):
+        pass
+    # an eager model prepared by torch.ao keeps each module's qconfig, whose observer
+    # factories are local functions pickle cannot save; the forward never reads them
+    for module in fixed.modules():
+        module.__dict__.pop("qconfig", None)
+    try:
+        with replaced_atomically(path) as temporary:
+            torch.save(fixed, temporary)
+    except (AttributeError, TypeError, pickle.PicklingError) as exc:
+        raise QcdoctorError(f"torch cannot save the fixed model ({exc})", key="--save-fixed",
+                            fix="set the fix in Python instead: "
+                                "result.fix_trials.apply(model) (docs/probe.md)") from None
+    return True
 
 
 def _case_folder(out: Path) -> Path | None:

@@ -145,9 +145,9 @@ def checklist_section(judged: dict[str, list[dict]], lang: str,
         if status == "unknown" and parts and own.get(item) not in (None, "unknown"):
             # its own evidence is settled (deploy.postprocess_same given) and only finer
             # checks leave it unknown: it waits on what they need, not on keys it has
-            entry["provide"] = _LIST[lang].join(_provide(p, read, lang, given) for p in parts)
+            entry["provide"] = _LIST[lang].join(checklist_request(p, read, lang, given) for p in parts)
         elif status == "unknown":
-            entry["provide"] = _provide(item, read, lang, given)
+            entry["provide"] = checklist_request(item, read, lang, given)
         items.append(entry)
     return items
 
@@ -163,7 +163,7 @@ def _kinds_read(judged: dict[str, list[dict]]) -> set[str]:
         {"config"} if any(f.endswith((".yaml", ".yml", ".json")) for f in files) else set())
 
 
-def _provide(item: str, read: set[str], lang: str, given: set[str]) -> str:
+def checklist_request(item: str, read: set[str], lang: str, given: set[str]) -> str:
     """What decides an unknown item: once its input was read, the facts it lacks by name,
     never the file again; of the case keys it is decided from (``needs``), only those the
     case does not give (``given``: its deploy keys that hold a value)."""

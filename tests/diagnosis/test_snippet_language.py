@@ -66,6 +66,9 @@ def _variants() -> list[tuple[str, dict]]:
     variants += [("measured_fix", {"fix": fix, "layers": f"{AWKWARD}, backbone.s3.conv",
                                    "rank": rank})
                  for fix in FIX_KINDS for rank in ("measured", "located")]
+    # a measured fixed scale of one layer: its threshold, as measured, filled in
+    variants += [("measured_fix", {"fix": "fixed_scale", "layers": AWKWARD, "rank": "measured",
+                                   "limit": "0.781675"})]
     # a qconfig change before QAT has run is calibrated again (knowledge.md §17 R4.6)
     variants += [(name, {**action, "cost": "recalibrate"}) for name, action in variants
                  if name in ("fixed_scale", "qint16", "measured_fix")]
@@ -331,7 +334,7 @@ ENGLISH_DIGESTS = {
     "export_state_check": "d543e622dad026ff0b5ac37c7af03e71f4a150a9932c5bba2420564bb8e163fc",
     "fixed_scale": "9c73cee30c7519ea895e390a4e890db6b1b269eccc1583fa9d23a8e0f1a2b139",
     "lut_bisect": "32794c021088bf76ef860aa4aa44bf18f96c9d548099c53a53de2d2c17cafe8a",
-    "measured_fix": "0c66c5579090591fb7a40d6ad8101654cf1a820ec14d6c9423c0e3d9fa359775",
+    "measured_fix": "c1acb9b54e264cd9353198c755ca2dce8ae7b2ba578db59c4162bbcfa1581c9e",
     "own_module": "1bc005ac0c5d83e8eba2310f93dad86408e0913c7db8c08fe21142ae8c55ee9b",
     "probe_fix_trials": "478091988923fdeabc54f2177b5507a698d0cd9b8067d4eaa3abf8e2b90fac19",
     "probe_sensitivity_pending":

@@ -15,10 +15,10 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from qcdoctor.catalogues import checklist_items
 from qcdoctor.engine.commands.cli import main
 from qcdoctor.engine.commands.examples import example_path
 from qcdoctor.engine.diagnosis.checklist_counts import checklist_counts, failed_items
+from qcdoctor.engine.diagnosis.diagnose import checklist_request
 from qcdoctor.engine.diagnosis.triage import triage_path
 from qcdoctor.engine.intake.prompts import LinePrompter
 from qcdoctor.engine.intake.session import Intake
@@ -376,7 +376,8 @@ def test_postprocessing_the_intake_wrote_is_never_asked_for_again(tmp_path, caps
     assert case_of(folder)["deploy"]["postprocess_same"] is True
     assert main(["audit", str(folder), "--format", "md", "--no-env", "--lang", "en"]) == 0
     audit = capsys.readouterr().out
-    asked = checklist_items()["pre_post_nodes"]["provide"]["en"]
+    # what the item asks for when the case gives none of its keys
+    asked = checklist_request("pre_post_nodes", set(), "en", set())
     assert "(deploy.postprocess_same)" in asked and asked not in audit
     report = triage_path(folder, lang="en", use_env=False, full_checklist=True)
     item = next(c for c in report["checklist"] if c["id"] == "pre_post_nodes")

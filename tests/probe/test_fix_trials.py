@@ -53,7 +53,7 @@ from tests.probe_nets import (  # noqa: E402
 SIZE = 64
 KEYS = ["schema", "metric", "output", "before", "target", "budget", "forwards", "candidates",
         "trials", "greedy", "notes", "caveats"]
-TRIAL_KEYS = {"fix", "layers", "after", "error_removed", "forwards"}
+TRIAL_KEYS = {"fix", "layers", "after", "error_removed", "forwards", "settings"}
 GREEDY_KEYS = TRIAL_KEYS | {"reached"}
 
 
@@ -96,6 +96,7 @@ def check_contract(doc: dict) -> None:
         assert isinstance(trial["after"], float) and trial["forwards"] == 1
         assert 0 <= trial["error_removed"] <= 1
         assert trial["error_removed"] == round(trial["error_removed"], 4)
+        check_settings(trial)
     removed = [t["error_removed"] for t in doc["trials"]]
     assert removed == sorted(removed, reverse=True)                 # best first
     greedy = doc["greedy"]
@@ -106,10 +107,30 @@ def check_contract(doc: dict) -> None:
         assert set(greedy) == GREEDY_KEYS and greedy["fix"] == "int16"
         assert isinstance(greedy["reached"], bool) and greedy["layers"]
         assert 0 <= greedy["error_removed"] <= 1
+        check_settings(greedy)
         spent += greedy["forwards"]
     assert spent == doc["forwards"]
     assert all(isinstance(n, str) for n in doc["notes"])
     assert doc["caveats"] == ["one_input", "fake_quant_only"]
+
+
+def check_settings(trial: dict) -> None:
+    """A trial's settings: one per quantizer it changed, each off or fixed qparams."""
+    assert trial["settings"] and all(isinstance(s["quantizer"], str) for s in trial["settings"])
+    kinds = {"int16_activation": {"int16"}, "int16_weight": {"int16"}, "int16": {"int16"},
+             "fixed_scale": {"fixed_scale"}, "per_channel": {"per_channel"}, "float": {"off"}}
+    assert {s["setting"] for s in trial["settings"]} <= kinds[trial["fix"]]
+    for setting in trial["settings"]:
+        if setting["setting"] == "off":
+            assert set(setting) == {"quantizer", "setting"}
+            continue
+        assert len(setting["scale"]) == len(setting["zero_point"]) >= 1
+        assert all(v > 0 for v in setting["scale"])
+        assert setting["quant_min"] < setting["quant_max"]
+        if setting["setting"] == "int16":
+            assert setting["quant_max"] - setting["quant_min"] == 65535
+        if setting["setting"] == "fixed_scale":
+            assert setting["threshold"] > 0 and setting["ch_axis"] is None
 
 
 def written(out, result) -> dict:
