@@ -274,9 +274,9 @@ def _trial(r: _Reading, value, key: str, keys: tuple, low: float, high: float) -
              "forwards": r.field(value, "forwards", key, r.count)}
     if "reached" in keys:
         trial["reached"] = r.field(value, "reached", key, r.flag)
-    trial["settings"] = r.field(value, "settings", key,
-                                lambda v, k: r.items(v, k, lambda s, sk: _setting(r, s, sk))) \
-        or []
+    if isinstance(value, dict) and value.get("settings") is not None:
+        trial["settings"] = r.field(value, "settings", key, lambda v, k: r.items(
+            v, k, lambda s, sk: _setting(r, s, sk))) or []
     if len(r.problems) > problems:
         raise _Bad
     return trial
@@ -397,8 +397,12 @@ def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
     if single is not None:
         summary["single_layer"] = single["layers"][0]
         # a fixed scale's threshold as measured (the range it covers), for the fix's code
-        summary["single_threshold"] = next(
-            (f"{s['threshold']:.7g}" for s in single["settings"] if "threshold" in s), "")
+        fixed = next((s for s in single.get("settings", []) if "threshold" in s), None)
+        if fixed is not None:
+            summary["single_threshold"] = f"{fixed['threshold']:.7g}"
+            # its qparams, for fix code that sets them as measured (torch.ao's)
+            summary["single_qparams"] = (f"{fixed['scale'][0]!r},{fixed['zero_point'][0]},"
+                                         f"{fixed['quant_min']},{fixed['quant_max']}")
     if upper is not None:
         summary["float_layers"] = _names(upper["layers"])
     if greedy is not None:

@@ -185,6 +185,10 @@ def _origin(case: Case, rel: str, probe: dict | None) -> str:
     return "profiler"
 
 
+# how a model the probe read was quantized (probe_run.yaml's flow)
+PROBE_FLOWS = ("torch_ao_fx", "torch_ao_eager", "other")
+
+
 def _probe_manifest(path: Path) -> dict:
     """probe_run.yaml: what qcdoctor probe compared; refused when it is not its own."""
     data = load_probe_manifest(path)
@@ -198,7 +202,10 @@ def _probe_manifest(path: Path) -> dict:
     if baseline not in STAGES or analysis not in STAGES:
         baseline, analysis = ANALYSIS_TYPE_STAGES[kind]
     listed = data.get("files") if isinstance(data.get("files"), list) else []
+    flow = data.get("flow")
     return {"type": kind, "baseline": baseline, "analysis": analysis,
+            # the analysis model's quantization flow: fix code is written in it
+            "flow": flow if flow in PROBE_FLOWS else "other",
             # knowledge.md §16 R3.10: a sensitivity the probe ran counts as run
             "sensitivity": data.get("sensitivity") is True,
             "tables": [n for n in map(str, listed) if SENSITIVITY_RE.match(n)]}
@@ -548,6 +555,7 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
     folder_fact = {"type": "qa_folder", "analysis": rel, "comparison": kind,
                   "baseline": baseline, "analysis_stage": analysis_stage, "known_from": known,
                   "origin": _origin(case, rel, probe),
+                  "flow": probe["flow"] if probe else "horizon",
                   "has_compare": compare is not None, "has_sensitivity": bool(sens_paths),
                   "sensitivity_ran": bool(sens_paths) or bool(probe and probe["sensitivity"]),
                   "has_advisor": any(n in found for n in ADVISOR_NAMES),

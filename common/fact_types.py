@@ -208,6 +208,10 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                   "known_from": _s("analyses_run", "probe", "content", "folder name", "unknown"),
                   # which tool wrote the tables: the Horizon profiler or qcdoctor probe
                   "origin": _s("profiler", "probe", default="profiler"),
+                  # the analysis model's quantization flow, for fix code in it: horizon
+                  # (the profiler's tables), else what probe_run.yaml says
+                  "flow": _s("horizon", "torch_ao_fx", "torch_ao_eager", "other",
+                             default="horizon"),
                   "has_compare": _b(), "has_sensitivity": _b(), "has_advisor": _b(),
                   # two quantized versions of one model, equal without quantization (R5.6)
                   "control": _b(),
@@ -396,6 +400,8 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                    "single_layer": _s(default=""), "single_after": _f(),
                    # a measured fixed scale's threshold (the range end it covers), or ""
                    "single_threshold": _s(default=""),
+                   # and its qparams: "scale,zero_point,quant_min,quant_max", or ""
+                   "single_qparams": _s(default=""),
                    "single_removed": _f(),
                    "greedy": _b(), "greedy_fix": _s(*FIX_KINDS, "", default=""),
                    "greedy_layers": _s(default=""), "greedy_size": _i(0),

@@ -108,6 +108,9 @@ class ProbeResult:
     # fix_trials.yaml's document (try_fixes); .apply(model) sets the measured fix on a copy
     fix_trials: FixTrials | None = None
     stages: tuple[str, str] = ("float", "calib")    # what the two models are (probe_run.yaml)
+    # how the analysis model was quantized, for fix code in its own flow: torch_ao_fx (an
+    # FX GraphModule), torch_ao_eager, or other (a quantizer adapter of its own)
+    flow: str = "torch_ao_eager"
     # the baseline: "given", or "self" (the analysis model with every fake quant off)
     baseline_model: str = "given"
     # the analysis model with every fake quant off against the baseline (probe/model_match.py);
@@ -251,6 +254,7 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
     result = _result(out, layers, tables)
     result.stages = stages
     result.lang = lang
+    result.flow = _flow(analysis, adapter)
     result.baseline_model = "self" if self_baseline else "given"
     result.models_match = matched
     result.warnings += _match_warnings(matched, failed)
@@ -932,6 +936,8 @@ def _write_manifest(result: ProbeResult, kind: str, metric: str,
                 "graph": next((n for n in (CALLS_FILE, "fx_graph.txt") if n in names), None),
                 # which computed the row numbers: the C kernel (CPU float32) or torch
                 "row_statistics": result.row_statistics,
+                # the analysis model's quantization flow (fix code is written in it)
+                "flow": result.flow,
                 # layer_own_error.csv's rows measured, and those not measured by reason
                 "own_error": result.own_error,
                 "alignment": alignment,
@@ -948,6 +954,13 @@ def _write_manifest(result: ProbeResult, kind: str, metric: str,
         _WRITTEN.clear()
     _WRITTEN[str(path)] = (text, document["files"])
     return path
+
+
+def _flow(analysis: nn.Module, adapter: QuantizerAdapter) -> str:
+    """torch_ao_fx, torch_ao_eager, or other (an adapter of the user's own)."""
+    if type(adapter) is not TorchAoAdapter:
+        return "other"
+    return "torch_ao_fx" if isinstance(analysis, torch.fx.GraphModule) else "torch_ao_eager"
 
 
 def _trial_copy(analysis: nn.Module) -> nn.Module:

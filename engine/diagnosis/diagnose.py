@@ -77,11 +77,12 @@ def build_report(facts: list[dict], hits: list[Hit], *, lang: str, case_info: di
                    if f["type"] in bound_types}
     before_qat = stage == "calibration" and _qat_not_run(facts)
     folders = _folder_comparisons(facts)
+    flows = {f["analysis"]: f.get("flow", "horizon") for f in facts if f["type"] == "qa_folder"}
     assembly = Assembly(report=report, lang=lang, stage=stage, files=files,
                         winner=conclusion["source"].split()[-1] if conclusion else None,
                         next_action=lambda fired: _action(fired, case_context, lang,
                                                           before_qat=before_qat,
-                                                          folders=folders))
+                                                          folders=folders, flows=flows))
     for hit in hits:
         rule, b = hit.rule, hit.facts
         produced = fill(rule.then, b)
@@ -290,7 +291,7 @@ def _effect(value) -> float:
 
 
 def _action(fired: Fired, case_context: dict, lang: str, *, before_qat: bool = False,
-            folders: dict | None = None) -> dict:
+            folders: dict | None = None, flows: dict | None = None) -> dict:
     action = fired.produced["next_action"]
     if "layers" in action:
         # the layers the code sets, filled from the facts as collected: the engine's copy
@@ -300,6 +301,11 @@ def _action(fired: Fired, case_context: dict, lang: str, *, before_qat: bool = F
     if before_qat and action.get("cost_before_qat"):
         # R4.6: before QAT a qconfig change takes effect by preparing and calibrating again
         action = {**action, "cost": action["cost_before_qat"]}
+    folder = _folder(fired.bound)
+    if folder is not None and action.get("snippet"):
+        # the code is written in the flow the folder's models come from (a probe of a
+        # torch.ao model: torch.ao's API), and may read the folder (a measured fix)
+        action = {**action, "folder": folder, "flow": (flows or {}).get(folder, "horizon")}
     out = {"id": action["id"], "kind": action["kind"], "cost": action["cost"]}
     for key in ("analysis_model_type", "baseline", "analysis", "stage_to_evaluate", "rank",
                 "effect", "remedy"):

@@ -60,6 +60,14 @@ def comment(text) -> Code:
     return Code(_CODING.sub(r"\1 \2", body))
 
 
+def exact_number(value: float) -> Code:
+    """A finite float written in full (repr: it reads back as the same float), where a value
+    measured is set again (a scale), not shown rounded."""
+    if not math.isfinite(value):
+        raise ValueError("a snippet holds only finite numbers")
+    return Code(repr(float(value)))
+
+
 def python_literal(value) -> str:
     """What a ``{{ value }}`` becomes in a snippet: a literal, or checked code."""
     if isinstance(value, Code):
@@ -190,6 +198,12 @@ def snippet_context(action: dict, case_context: dict, lang: str = "en") -> dict:
         "layers": _layers(action),
         "lut_ops": [op for op in str(action.get("ops", "")).split(",") if op],
         "limit": _number(action.get("limit")),
+        # the quantization flow the analysed models come from, and the folder read
+        "torch_ao": str(action.get("flow", "")).startswith("torch_ao"),
+        "fx": action.get("flow") == "torch_ao_fx",
+        "folder": _out_dir(str(action.get("folder") or "qa_probe")),
+        # a measured fixed scale's qparams: (scale, zero point, quant_min, quant_max)
+        "qparams": _qparams(action.get("qparams")),
         "recalibrate": recalibrate,
         "prepared": identifier("calib_model" if recalibrate else "qat_pt"),
     }
@@ -209,6 +223,18 @@ def _layers(action: dict) -> list[str]:
     if action.get("layers"):
         return [name for name in str(action["layers"]).split(LAYER_SEPARATOR) if name]
     return [str(action["layer"])] if action.get("layer") else []
+
+
+def _qparams(text) -> tuple[Code, int, int, int] | None:
+    """"scale, zero point, quant_min, quant_max" as fix_trials facts join them; the scale
+    in full, as measured."""
+    parts = str(text or "").split(",")
+    try:
+        scale, zero, low, high = float(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])
+    except (ValueError, IndexError):
+        return None
+    return (exact_number(scale), zero, low, high) if math.isfinite(scale) and scale > 0 \
+        else None
 
 
 def _level(value) -> int | None:

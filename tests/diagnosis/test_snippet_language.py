@@ -69,6 +69,17 @@ def _variants() -> list[tuple[str, dict]]:
     # a measured fixed scale of one layer: its threshold, as measured, filled in
     variants += [("measured_fix", {"fix": "fixed_scale", "layers": AWKWARD, "rank": "measured",
                                    "limit": "0.781675"})]
+    # a probe of a torch.ao model: the fix code in torch.ao's API (eager and FX)
+    for flow in ("torch_ao_eager", "torch_ao_fx"):
+        variants += [("measured_fix", {"fix": fix, "layers": f"{AWKWARD}, backbone.s3.conv",
+                                       "rank": rank, "flow": flow, "folder": "qa_probe"})
+                     for fix in FIX_KINDS for rank in ("measured", "located")]
+        variants += [("measured_fix", {"fix": "fixed_scale", "layers": AWKWARD,
+                                       "rank": "measured", "flow": flow, "limit": "0.78",
+                                       "qparams": "0.005583392921835184,140,0,255"}),
+                     ("fixed_scale", {"layer": AWKWARD, "limit": "1.5e+05", "flow": flow}),
+                     ("fixed_scale", {"layer": AWKWARD, "flow": flow}),
+                     ("qint16", {"layer": AWKWARD, "flow": flow})]
     # a qconfig change before QAT has run is calibrated again (knowledge.md §17 R4.6)
     variants += [(name, {**action, "cost": "recalibrate"}) for name, action in variants
                  if name in ("fixed_scale", "qint16", "measured_fix")]
@@ -332,15 +343,15 @@ ENGLISH_DIGESTS = {
         "53784a5b370f81ff56a5755f0d085c6f2ab0f0506d50fc78ddb4e4d2f8b8b54d",
     "evaluate_stage": "80c2bde240f87666a8597b754192476366651c2b01d63752c4b5bb56d27ecada",
     "export_state_check": "d543e622dad026ff0b5ac37c7af03e71f4a150a9932c5bba2420564bb8e163fc",
-    "fixed_scale": "9c73cee30c7519ea895e390a4e890db6b1b269eccc1583fa9d23a8e0f1a2b139",
+    "fixed_scale": "de87902c6e06fdc4b56f079013612f2035b3fd183fb29e8688b33afc89a54991",
     "lut_bisect": "32794c021088bf76ef860aa4aa44bf18f96c9d548099c53a53de2d2c17cafe8a",
-    "measured_fix": "c1acb9b54e264cd9353198c755ca2dce8ae7b2ba578db59c4162bbcfa1581c9e",
+    "measured_fix": "c414d449d17a7f59833034f6dd9a849d125ed9de65c0e738aaff20417edc9720",
     "own_module": "1bc005ac0c5d83e8eba2310f93dad86408e0913c7db8c08fe21142ae8c55ee9b",
     "probe_fix_trials": "478091988923fdeabc54f2177b5507a698d0cd9b8067d4eaa3abf8e2b90fac19",
     "probe_sensitivity_pending":
         "da8990e134c4ca4f41cc9d24cc8c62af27891a9a7fd2149c307147a004aafc7d",
     "qdq_compare": "591f42a9e8e5c29861aad77b65c8cc392b1cbfc110798a0ded9a4eeaf1575b8f",
-    "qint16": "cd495ed7924ddfa17106fac759d575fde2a5feb524e93fd9b3675fe0b5dd8e1f",
+    "qint16": "f5eb73625969d882482f8e2119c3a3c7d6c0680b2334f25d30596c9ef2fb490f",
     "quant_analysis": "34fdecd8196201f57d4926b9598dbd90a1f99b76cf94d76437e27e5cafb9fdc1",
     "sensitivity_pending": "a4ef95c328038e6b77fe020e0584b01e1e160d98a39b3ad9a78351343ae74671",
     "user_side_checks": "44845b5c9ed8d4ae29fdeb8a17c16ba8aa9db49f3e61129d3137dc06d09ba863",
