@@ -122,6 +122,17 @@ class ProbeResult:
     def mostly_unmatched(self) -> bool:
         return self.matched_share < MATCHED_ENOUGH
 
+    def __repr__(self) -> str:
+        """A line a console shows whole (the rows are in ``rows``, the files on disk)."""
+        trials = self.fix_trials
+        fix = "none" if trials is None else (
+            "no fix reaches the target" if trials.recommended() is None else
+            f"{trials.recommended()['fix']} on {', '.join(trials.recommended()['layers'])}")
+        return (f"ProbeResult(out_dir={str(self.out_dir)!r}, stages={self.stages[0]} vs "
+                f"{self.stages[1]}, rows={len(self.rows)}, compared={self.compared}, "
+                f"sensitivity={sorted(self.sensitivity)}, fix_trials={fix}, "
+                f"warnings={len(self.warnings)})")
+
     def _repr_html_(self) -> str:
         """In a notebook: the summary and the per-layer chart (probe/display.py)."""
         from qcdoctor.probe.display import probe_html

@@ -361,7 +361,11 @@ def sensitivity_bars(table: dict, index: int, L: dict) -> Plot:
     P = L["view"]["plot"]
     # most sensitive at the top
     ops, left_out = _charted(table["ops"][::-1], {"value": ANY}, math.nan)
-    left = 0.45 + _text_inches([_short(o["op"]) for o in ops])
+    # an op listed for its activation and its weight says which bar is which
+    names = [o["op"] for o in ops]
+    labels = [_short(o["op"]) + (P["sens_kind"].format(kind=P["kinds"].get(o["kind"], o["kind"]))
+                                 if names.count(o["op"]) > 1 else "") for o in ops]
+    left = 0.45 + _text_inches(labels)
     fig, axes = _figure(8.5, 1.2 + 0.28 * max(len(ops), 1), left=left, bottom=0.5)
     ax = axes[0][0]
     values = [o["value"] if o["value"] is not None else 0.0 for o in ops]
@@ -370,7 +374,7 @@ def sensitivity_bars(table: dict, index: int, L: dict) -> Plot:
     bars = ax.barh(range(len(ops)), values, color=colours)
     for bar, hatch in zip(bars, hatches, strict=True):
         bar.set_hatch(hatch)
-    ax.set_yticks(range(len(ops)), [_short(o["op"]) for o in ops], fontsize=8)
+    ax.set_yticks(range(len(ops)), labels, fontsize=8)
     title = P["sens_title"].format(output=table["output"], metric=table["metric"])
     ax.set_title(title)
     ax.set_xlabel(P["sens_x"].format(metric=table["metric"]))

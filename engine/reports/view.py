@@ -200,10 +200,17 @@ def _waiting(action: dict) -> bool:
 
 def _postprocess_unstated(report: dict, L: dict) -> list[dict]:
     """QuantAnalysis run or read without knowing whether post-processing was inside the
-    analysed model (the two give different tables): asked for as postprocess_in_model."""
+    analysed model (the two give different tables): asked for as postprocess_in_model.
+    Not where every folder's per-layer table was read: its rows show the model's selection
+    ops or their absence (a classifier's table holds none), which the reading used."""
     case = (facts_of(report, "case") or [{}])[0]
     if case.get("postprocess_in_model", "unknown") != "unknown" or \
             not (facts_of(report, "qa_folder") or facts_of(report, "analysis_run")):
+        return []
+    read = {f["analysis"] for f in facts_of(report, "layer_table")}
+    folders = [f["analysis"] for f in facts_of(report, "qa_folder")]
+    folders += [run["out_dir"] for run in facts_of(report, "analysis_run")]
+    if folders and all(name in read for name in folders):
         return []
     return [_item("postprocess_in_model", L["postprocess_in_model"]["ask"])]
 

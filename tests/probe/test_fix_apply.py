@@ -180,3 +180,14 @@ def test_cli_save_fixed_refuses_before_any_work(tmp_path, monkeypatch, capsys, e
     assert code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "qa_probe").exists()
     assert (tmp_path / "in.pt").read_bytes() == kept
+
+
+def test_a_result_shows_itself_in_one_line(tmp_path):
+    base, qat = models(clip=True)
+    result = compare_models(base, qat, INPUTS, tmp_path / "p", try_fixes=True,
+                            sensitivity=False)
+    shown = repr(result)
+    assert "\n" not in shown and len(shown) < 300
+    assert f"rows={len(result.rows)}" in shown and "stages=float vs calib" in shown
+    assert "fix_trials=fixed_scale on block2.0" in shown
+    assert not any(str(row.get("cosine")) in shown for row in result.rows)

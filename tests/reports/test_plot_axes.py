@@ -57,3 +57,20 @@ def test_no_chart_repeats_the_checklist():
     report = _report("board_nv12_deploy")
     kinds = {p.kind for p in report_plots(report, labels()["en"])}
     assert "audit" not in kinds and "stages" in kinds
+
+
+def test_an_op_charted_for_its_activation_and_its_weight_says_which_bar_is_which():
+    from qcdoctor.engine.reports.plots import sensitivity_bars
+
+    def op(name, kind, value):
+        return {"op": name, "kind": kind, "op_type": "conv", "value": value, "lut": False}
+    table = {"output": "0", "metric": "L1", "flat": False, "tail_near_zero": True,
+             "dominant": True, "ops": [op("block2.0", "activation", 0.02),
+                                       op("fc", "weight", 0.001), op("fc", "activation", 0.0009),
+                                       op("block1.0", "weight", 0.0004)]}
+    for lang, weight, activation in (("en", "fc (weight)", "fc (activation)"),
+                                     ("zh", "fc（权重）", "fc（激活）")):
+        texts = _tick_texts(sensitivity_bars(table, 0, labels()[lang]).svg)
+        assert weight in texts and activation in texts
+        # an op charted once keeps its bare name
+        assert "block2.0" in texts and "block1.0" in texts
