@@ -111,3 +111,28 @@ def test_a_remedy_is_declared_in_a_form_the_loader_checks(rules_copy, change, me
         load_rules_from(rules_copy, cached=False)
     assert message in str(raised.value) and "LY030" in str(raised.value)
     assert "then.next_action" in str(raised.value)
+
+
+def test_post_processing_is_asked_only_where_no_table_shows_it(tmp_path):
+    """A folder holding sensitivity tables alone (no per-layer table to read the model's
+    ops from) leaves it open: asked; beside the per-layer table it is not."""
+    from qcdoctor.engine.reports.view import view_model
+    from tests.diagnosis.test_sensitivity_validity import (
+        CONVERT_RUN,
+        clean_rows,
+        noise_values,
+        rows,
+    )
+    from tests.qa.scenarios import case_yaml
+    from tests.qa.writers import write_compare, write_sensitivity
+    alone = tmp_path / "alone"
+    case_yaml(alone, analyses_run=[CONVERT_RUN])
+    write_sensitivity(alone / "qa_convert", rows(noise_values()))
+    beside = tmp_path / "beside"
+    case_yaml(beside, analyses_run=[CONVERT_RUN])
+    write_compare(beside / "qa_convert", clean_rows())
+    write_sensitivity(beside / "qa_convert", rows(noise_values()))
+    for folder, asked in ((alone, True), (beside, False)):
+        report = triage_path(folder, use_env=False, lang="en")
+        needed = [item["id"] for item in view_model(report)["needed"]]
+        assert ("postprocess_in_model" in needed) is asked, folder.name

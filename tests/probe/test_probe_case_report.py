@@ -93,3 +93,14 @@ def test_a_clean_probe_locates_nothing(tmp_path):
     compare_models(base, qat, INPUTS, tmp_path / "qa_probe", sensitivity=False)
     report, _ = triaged_case(tmp_path, "accuracy drops after calibration")
     assert "Layer located" not in render_output(report, "md")
+
+
+def test_a_classifier_probe_is_not_asked_about_post_processing(tmp_path):
+    """The probe's table holds every op of the model: a classifier's has no selection op,
+    and the report does not ask whether post-processing was inside the model."""
+    from qcdoctor.engine.reports.view import view_model
+    base, qat = models(clip=True)
+    compare_models(base, qat, INPUTS, tmp_path / "qa_probe", sensitivity=False)
+    report, facts = triaged_case(tmp_path, "accuracy drops after calibration")
+    assert "layer_postprocess" not in facts and facts["layer_table"]
+    assert "postprocess_in_model" not in [item["id"] for item in view_model(report)["needed"]]
