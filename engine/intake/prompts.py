@@ -5,9 +5,13 @@ Every prompter returns a ``Reply``; the flow (engine/intake/session.py) decides 
 On a terminal, choices are picked with the arrow keys or digits (space or a digit ticks in
 multi-choice, Enter confirms; Enter with nothing ticked is "none" where that is allowed,
 never the highlighted option); everywhere, ``<`` goes back, ``?`` shows help, an empty
-answer keeps the default or skips, and end of input saves and stops. A default kept with
-Enter is then shown as the answer it became (``> 0.449``, not the offer ``> [0.449]``), and
-an answer read from a pipe is written back, so a transcript reads as a terminal's does.
+answer keeps the default or skips, and end of input saves and stops. Choices named by
+numbers (consistency levels 0-2) are listed without places and entered by their names,
+typed or pressed, so a digit has one meaning on a terminal and through a pipe; ``n`` or
+``none`` answers where the question offers none. A default kept with Enter is then shown
+as the answer it became (``> 0.449``, not the offer ``> [0.449]``), and an answer read from
+a pipe is written back once, after its prompt (``> [0.449] 0.449`` for a kept default), so
+a transcript reads as a terminal's does.
 What Enter keeps, and where it came from, is said under the question before Enter can keep
 it. ``?`` adds what the question's own lines do not say: its help and the answers it takes. A file of scripted answers is checked whole
 before the first question: an unknown key or a value its question would refuse is an
@@ -63,13 +67,16 @@ def default_text(value) -> str:
 def answers_text(question: Question, lang: str) -> str:
     """What the question takes, in the user's words: the form of a typed answer."""
     kind = question.type
-    if kind == "multi_choice" and question.allow_none:
-        kind = "multi_choice_none"
+    if question.named_by_number:
+        kind += "_named"
+    if kind.startswith("multi_choice") and question.allow_none:
+        kind += "_none"
     minimum = question.minimum
     if kind in ("number", "integer") and minimum is not None:
         kind += "_min"
     return _words(lang)["answers"][kind].format(
-        count=len(question.choices), minimum=f"{minimum:g}" if minimum is not None else "")
+        count=len(question.choices), names=", ".join(map(str, question.choices)),
+        minimum=f"{minimum:g}" if minimum is not None else "")
 
 
 def help_lines(question: Question, lang: str, default, source: str,
@@ -98,16 +105,31 @@ def default_origin(default, source: str, lang: str) -> str:
 def menu_hint(question: Question, lang: str) -> str:
     """Every key that works in this menu, and only those."""
     w = _words(lang)
-    parts = [w["menu_move"].format(count=len(question.choices))]
-    if question.type == "multi_choice":
+    multi = question.type == "multi_choice"
+    if question.named_by_number:        # a digit is the choice of that name, never a place
+        names = "/".join(map(str, question.choices))
+        parts = [w["menu_move_plain"], w["menu_named_multi" if multi else "menu_named"].format(
+            names=names)]
+    else:
+        parts = [w["menu_move"].format(count=len(question.choices))]
+    if multi:
         parts.append(w["menu_toggle"])
         if question.allow_none:
             parts += [w["menu_none"], w["menu_enter_multi"]]
         else:
             parts.append(w["menu_enter_multi_strict"])
     else:
+        if question.allow_none:
+            parts.append(w["menu_none"])
         parts.append(w["menu_enter"])
     return " · ".join(parts + [w["menu_rest"]])
+
+
+def choice_key(question: Question, place: int) -> str:
+    """What a menu shows before its ``place``-th choice (from 1): its number in the list,
+    or nothing where the choices are named by numbers (the name, in the entry's words, is
+    what is typed)."""
+    return "" if question.named_by_number else str(place)
 
 
 class LinePrompter:
@@ -131,7 +153,8 @@ class LinePrompter:
     def choice_lines(self, question: Question, lang: str) -> list[str]:
         lines = []
         for i, choice in enumerate(question.choices, 1):
-            lines.append(f"  {i}) {choice_words(question, choice, lang)}")
+            key = choice_key(question, i)
+            lines.append(f"  {key + ')' if key else '-'} {choice_words(question, choice, lang)}")
         return lines
 
     def on_screen(self, question: Question, lang: str, default=None, source: str = "") -> set[str]:
@@ -178,7 +201,9 @@ class LinePrompter:
                 return Reply("stop")
             text = line.strip()
             if not self.echoed:
-                self.stdout.write(text + "\n")
+                # written back once, as the answer it became: a kept default reads
+                # "> [0.449] 0.449", as if typed, never a second answer line
+                self.stdout.write((text or shown) + "\n")
             if text == "?":
                 self.help(question, lang, default, source)
                 continue
@@ -187,7 +212,8 @@ class LinePrompter:
             if not text:
                 if not shown:
                     return Reply("skip")
-                self.kept(prompt + line.rstrip("\r\n"), shown)
+                if self.echoed:
+                    self.kept(prompt + line.rstrip("\r\n"), shown)
                 return Reply("answer", shown)
             return Reply("answer", text)
 
@@ -235,7 +261,9 @@ class TerminalPrompter(LinePrompter):
         multi = question.type == "multi_choice"
         chosen = {str(v) for v in default} if multi and isinstance(default, (list, tuple)) else set()
         shown = default_text(default)
-        cursor = options.index(shown) if shown in options else 0
+        # with nothing to keep, a menu that offers none opens on it: Enter takes nothing unseen
+        cursor = options.index(shown) if shown in options else \
+            options.index("none") if question.allow_none and "none" in options else 0
         fd = self.stdin.fileno()
         saved = termios.tcgetattr(fd)
         drawn = 0
@@ -281,7 +309,7 @@ class TerminalPrompter(LinePrompter):
                     return Reply("back")
                 elif key == b"s":
                     return Reply("skip")
-                elif key == b"n" and multi and question.allow_none:
+                elif key == b"n" and question.allow_none:
                     return Reply("answer", "none")
                 elif key == b"?":
                     shown = {question.prompt(lang), question.why[lang], menu_hint(question, lang),
@@ -290,8 +318,15 @@ class TerminalPrompter(LinePrompter):
                         question, lang, default, source, shown)))
                 elif key == b"\x04":
                     return Reply("stop")
-                elif key.isascii() and key.isdigit() and 1 <= int(key) <= len(options):
-                    cursor = int(key) - 1
+                elif key.isascii() and key.isdigit():
+                    place = _digit_place(question, options, key.decode())
+                    if place is None:           # no choice of that number: say which are
+                        drawn = above("  " + _words(lang)["no_such_choice"].format(
+                            key=key.decode(), names=", ".join(
+                                options if question.named_by_number else
+                                (str(i) for i in range(1, len(options) + 1)))))
+                        continue
+                    cursor = place
                     if multi:                   # a digit ticks in a multi-choice menu
                         chosen ^= {options[cursor]}
         finally:
@@ -304,7 +339,9 @@ class TerminalPrompter(LinePrompter):
         for i, option in enumerate(options):
             mark = ("[x] " if option in chosen else "[ ] ") if multi else ""
             pointer = "›" if i == cursor else " "
-            line = f"  {pointer} {i + 1}. {mark}{choice_words(question, question.choices[i], lang)}"
+            place = choice_key(question, i + 1)
+            line = f"  {pointer} {place + '. ' if place else ''}{mark}" \
+                   f"{choice_words(question, question.choices[i], lang)}"
             lines.append(line if display_width(line) <= width else wrap(line, width)[0])
         return lines
 
@@ -338,6 +375,14 @@ def _columns(stream) -> int:
         return shutil.get_terminal_size((80, 24)).columns or 80
 
 
+def _digit_place(question: Question, options: list[str], digit: str) -> int | None:
+    """The menu place a digit key picks: the choice named so where choices are named by
+    numbers, else the choice at that place (from 1); None when there is none."""
+    if question.named_by_number:
+        return options.index(digit) if digit in options else None
+    return int(digit) - 1 if 1 <= int(digit) <= len(options) else None
+
+
 def _next_key(data: bytes) -> tuple[bytes, bytes]:
     """Split one key off what the terminal sent: an escape sequence or one byte."""
     if data[:2] in (b"\x1b[", b"\x1bO") and len(data) >= 3:
@@ -348,9 +393,10 @@ def _next_key(data: bytes) -> tuple[bytes, bytes]:
 class ScriptedPrompter:
     """Answers from a YAML file, keyed by question (case.yaml key, e.g. platform.chip)."""
 
-    def __init__(self, path: Path, stdout=None, folder: Path | None = None):
+    def __init__(self, path: Path, stdout=None, folder: Path | None = None, stderr=None):
         self.path = Path(path)
         self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
         try:
             size = self.path.stat().st_size
             if size > limits.CASE_FILE_BYTES:
@@ -399,6 +445,11 @@ class ScriptedPrompter:
 
     def say(self, text: str) -> None:
         self.stdout.write(text + "\n")
+
+    def warn(self, text: str) -> None:
+        """A warning on standard error, apart from the transcript on standard output."""
+        self.stderr.write(f"qcdoctor: warning: {text}\n")
+        self.stderr.flush()
 
     def ask(self, question: Question, lang: str, default, position: str,
             source: str = "") -> Reply:

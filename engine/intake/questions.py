@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from qcdoctor.catalogues import question_topics
 from qcdoctor.collectors import limits
 from qcdoctor.collectors.versions import VERSION_RE
+from qcdoctor.engine.intake.written_numbers import written_value
 from qcdoctor.fact_types import STAGES
 from qcdoctor.text import render
 from qcdoctor.vocabulary import FILE_MISSING_IDS, stage_label
@@ -21,6 +22,8 @@ STATUS_WORDS = {"normal": "normal", "ok": "normal", "正常": "normal", "abnorma
                 "bad": "abnormal", "异常": "abnormal", "unknown": "unknown", "未知": "unknown"}
 YES = {"y", "yes", "true", "是", "1", "能", "可以"}
 NO = {"n", "no", "false", "否", "0", "不能", "不可以"}
+# "none" where a question offers it (the prompt says "none if none")
+NONE_WORDS = {"none", "n", "无", "没有", "都没有", "-", "[]"}
 
 
 def _check_text(text: str, zh: bool) -> None:
@@ -60,6 +63,12 @@ class Question:
     def id(self) -> str:
         return self.key
 
+    @property
+    def named_by_number(self) -> bool:
+        """Choices named by numbers (consistency levels 0-2) are entered by their names,
+        typed or pressed: a digit never also means a place in the list."""
+        return any(str(c).isdigit() for c in self.choices)
+
     def _fill(self, template: str, lang: str) -> str:
         return render(template, {"label": stage_label(self.stage, lang) if self.stage else "",
                                  "folder": self.folder}, lang)
@@ -89,9 +98,11 @@ class Question:
         if self.type == "metric":
             return _metric_name(text, zh)
         if self.type in ("choice", "comparison"):
+            if self.allow_none and text.lower() in NONE_WORDS:
+                return "none"
             return self._choice(text, zh)
         if self.type == "multi_choice":
-            if self.allow_none and text.lower() in ("none", "无", "-", "[]"):
+            if self.allow_none and text.lower() in NONE_WORDS:
                 return []
             parts = [p for p in re.split(r"[,\s，、]+", text) if p]
             if not parts:
@@ -133,16 +144,25 @@ class Question:
 
     def _choice(self, text: str, zh: bool):
         options = [str(c) for c in self.choices]
-        if text.isascii() and text.isdigit() and str(int(text)) not in options and 1 <= int(text) <= len(options):
+        if not self.named_by_number and text.isascii() and text.isdigit() and \
+                1 <= int(text) <= len(options):
             return self.choices[int(text) - 1]
         for option, value in zip(options, self.choices, strict=True):
-            if text.lower() == option.lower():
+            if text.lower() == option.lower() or (self.named_by_number and text.isascii() and
+                                                  text.isdigit() and int(text) == value):
                 return value
+        if self.named_by_number:            # say so: a digit here is a name, never a place
+            names = ", ".join(options)
+            none = ("，或 none" if zh else ", or none") if self.allow_none else ""
+            raise AnswerError(f"{text} 不是可选项：请按名称输入 {names}{none}" if zh else
+                              f"{text} is not a choice: type one of {names} by its name{none}")
         raise AnswerError(("可选：" if zh else "choose one of: ") + ", ".join(options))
 
     def _number(self, text: str, zh: bool, what: str = ""):
         try:
-            value = int(text) if self.type == "integer" else float(text)
+            # a stage's result may be a percentage, stored as its fraction as the symptom's are
+            value = int(text) if self.type == "integer" else \
+                written_value(text) if what == "stage" else float(text)
         except ValueError:
             if what == "stage":
                 raise AnswerError("请输入数值，或 normal / abnormal / unknown" if zh else

@@ -15,9 +15,19 @@ session or already in case.yaml (an earlier session, the user's own edits, value
 from the files), so a resumed session goes on where the last one stopped; a question
 asked again keeps its number. Defaults come with where they came from, shown under the
 question before Enter can keep them: the case's value, the symptom line (only numbers it
-ties to their stage, engine/intake/symptom_hints.py), the compile script, the march
-collected for the platform. The stage table goes on to the stages the symptom names; an
-evidence answer of a stable bad case answers the bad-case question. An NV12 height or width is checked as it is typed, by the audit's own rule.
+ties to their stage, and the chip it names, engine/intake/symptom_hints.py), the compile
+script, the march collected for the platform. A symptom whose numbers pair with its
+stages more than one way is asked about before the stage results, with its parse shown
+(engine/intake/symptom_question.py); one with no reading to choose shows its parse. The
+stage table goes on to the stages the symptom names; an evidence answer of a stable bad
+case answers the bad-case question. An NV12 height or width is checked as it is typed, by
+the audit's own rule. The metric is written as soon as it is confirmed
+(engine/intake/stage_metric.py).
+
+Going back: ``<`` returns to the question before; the answered questions gone back over
+are asked again, in order, once the one returned to is answered, each with its saved
+answer as the default. Scripted answers whose questions never came up are named in one
+warning at the end.
 """
 
 from __future__ import annotations
@@ -52,7 +62,9 @@ from qcdoctor.engine.intake.questions import (
     question_for_key,
     questions_for,
 )
+from qcdoctor.engine.intake.stage_metric import carry_metric, stage_entry, stage_given
 from qcdoctor.engine.intake.symptom_hints import read_symptom
+from qcdoctor.engine.intake.symptom_question import READING_KEY, ReadingAsked
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.fact_types import STAGES, USER_CHECKS
 from qcdoctor.vocabulary import CONCLUSION_LABELS, analysis_type
@@ -91,6 +103,10 @@ class Intake:
         self.deferred: set[tuple[str, str]] = set()     # (topic, key): skipped this session
         self.history: list[tuple[str, str]] = []        # (topic, key) answered or skipped
         self.revisit: tuple[str, str] | None = None
+        # answered questions gone back over with <: asked again, in order, once the one
+        # gone back to is answered (their saved answers as the defaults)
+        self.forward: list[tuple[str, str]] = []
+        self.symptom_asked = ReadingAsked(self.doc)     # an ambiguous symptom's question
         self.open_topic: str | None = None      # a table being filled in
         self.current_topic = ""
         self.numbers: dict[str, int] = {}       # key -> its number: a re-ask keeps it
@@ -162,9 +178,13 @@ class Intake:
         return ["user_check_each" if each else "user_checks"]
 
     def next_question(self, report: dict) -> Question | None:
+        if self.revisit is None and self.forward:
+            self.revisit = self.forward.pop()
         if self.revisit:
             (topic, key), self.revisit = self.revisit, None
-            found = [q for q in questions_for(topic) if q.key == key] or \
+            found = [q for q in [self.symptom_asked.question()] if q] \
+                if key == READING_KEY else \
+                [q for q in questions_for(topic) if q.key == key] or \
                 [q for q in [question_for_key(key)] if q]
             if found:
                 self.current_topic = topic
@@ -183,9 +203,23 @@ class Intake:
                 self.open_topic = topic if question_topics()[topic.split(":")[0]].get(
                     "complete") else None
                 self.current_topic = topic
+                if question.type == "stage_result":
+                    reading = self.symptom_asked.to_ask()
+                    if reading is not None:         # which number is whose comes first
+                        self.current_topic = READING_KEY
+                        return reading
+                    told = self.symptom_asked.parse_to_tell(self.lang)
+                    if told:
+                        self.prompter.say(told)
                 return question
         self.open_topic = None
         return None
+
+    def has_answer(self, question: Question) -> bool:
+        """Whether ``question`` holds an answer to come back to after going back over it."""
+        if question.key == READING_KEY:
+            return self.symptom_asked.settled()
+        return self.answered(question)
 
     def settled(self, question: Question, topic: str, report: dict) -> bool:
         """A stage result of the table that cannot move the stage any more: the stage is
@@ -273,13 +307,12 @@ class Intake:
 
     # --- answers ------------------------------------------------------------------
     def store(self, question: Question, value) -> None:
-        if question.key == "stages.metric":
-            self.metric = value
-            return
-        if question.type == "stage_result":
-            if "value" in value and self.metric:
-                value = {"metric": self.metric, **value}
-            self.doc.set(question.key, value)
+        if question.key == READING_KEY:
+            self.symptom_asked.store(value, self.metric)
+        elif question.key == "stages.metric":
+            self.metric = carry_metric(self.doc, self.metric, value)
+        elif question.type == "stage_result":
+            stage_entry(self.doc, question.stage, value, self.metric)
         elif question.type == "comparison":
             baseline, _, analysis = str(value).partition(" vs ")
             entry = {"type": analysis_type(None, analysis), "baseline": baseline,
@@ -365,8 +398,12 @@ class Intake:
             guess = self.guesses.get(question.folder)
             how = id_words(self.guessed_from.get(question.folder, "unknown"), self.lang)
             return guess, t["default_guess"].format(how=how) if guess else ""
+        if question.key == READING_KEY:            # only an answer given before
+            chosen = self.symptom_asked.default()
+            return chosen, t["default_case"] if chosen else ""
         value = self.doc.get(question.key)
-        if value is not None:
+        if value is not None and not (question.type == "stage_result" and
+                                      not stage_given(self.doc, question.stage)):
             return value, t["default_case"]
         if question.type == "stage_result":
             hinted = reading.values.get(question.stage)
@@ -378,14 +415,15 @@ class Intake:
             return (value, t["default_file"].format(where=where)) if value and where else \
                 (value, "")
         if question.key == "platform.chip":
-            return self.chip_default(question)
+            return self.chip_default(question, reading.chip)
         return None, ""
 
-    def chip_default(self, question: Question) -> tuple[str | None, str]:
-        """The chip of the march that was collected: the report's platform (a board file,
-        the compile script or config case.yaml names), else the march the compile scripts
-        in the folder state; the first of the chip question's choices that runs it (nash-p:
-        J6P). (None, '') when no march is known."""
+    def chip_default(self, question: Question, said: str | None = None) -> tuple[str | None, str]:
+        """The chip the symptom names (``said``), where no march was collected or it runs
+        that march; else the chip of the march that was collected: the report's platform (a
+        board file, the compile script or config case.yaml names), else the march the
+        compile scripts in the folder state; the first of the chip question's choices that
+        runs it (nash-p: J6P). (None, '') when neither is known."""
         platform = next((f for f in (self.last_report or {}).get("facts", [])
                          if f["type"] == "platform" and f["known"]), None)
         if platform is not None:
@@ -393,6 +431,8 @@ class Intake:
         else:
             march, where = script_march(self.folder, self.doc.get("deploy") or {},
                                         self.files) or (None, "")
+        if said in question.choices and (not march or said in MARCH_CHIPS.get(march, ())):
+            return said, labels()[self.lang]["intake"]["default_symptom"]
         chip = next((c for c in question.choices if c in MARCH_CHIPS.get(march or "", ())), None)
         if chip is None:
             return None, ""
@@ -463,9 +503,13 @@ class Intake:
             if reply.kind == "skip":
                 self.deferred.add(entry)
                 self.history.append(entry)
+                if question.key == READING_KEY:
+                    self.symptom_asked.settle()
                 continue
             if reply.kind == "back":
                 if self.history:
+                    if self.has_answer(question):   # walked through again on the way back
+                        self.forward.append(entry)
                     self.revisit = self.history.pop()
                     self.deferred.discard(self.revisit)
                 else:
@@ -492,7 +536,17 @@ class Intake:
         else:
             self.closing(report)
         self.summary(report)
+        self.warn_unused()
         return report
+
+    def warn_unused(self) -> None:
+        """Scripted answers whose questions never came up: named in one warning, never
+        dropped without a word."""
+        unused = getattr(self.prompter, "unused", None)
+        keys = unused() if unused else []
+        if keys:
+            self.prompter.warn(labels()[self.lang]["intake"]["answers_unused"].format(
+                keys=", ".join(keys), file=getattr(self.prompter, "path", "")))
 
     def closing(self, report: dict) -> None:
         """Nothing is left to ask: say so, or say what stays open and why it was not asked."""

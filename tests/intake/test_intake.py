@@ -248,7 +248,7 @@ def test_back_reasks_the_previous_question_with_its_answer_as_default(tmp_path):
     text = out.getvalue()
     assert text.count("Describe the symptom") == 2
     assert "> [first symptom]" in text                    # the previous answer is the default
-    assert "> [first symptom] \n> first symptom\n" in text        # and kept with Enter
+    assert "> [first symptom] first symptom\n" in text          # kept with Enter, echoed once
     assert case_of(tmp_path / "b")["symptom"] == "first symptom"
 
 
@@ -337,9 +337,11 @@ def test_multi_choice_enter_with_nothing_ticked_is_none_never_the_highlighted_op
     child = spawn(folder)
     child.expect_exact("Which consistency levels were tried already?")
     # the hint under the prompt names every key that works here, n for none included
-    child.expect_exact("↑↓ or 1-3 move · space tick · n none · Enter confirm (nothing ticked = none)")
+    # the levels are named by numbers: a digit is the level of that name, never a place
+    child.expect_exact("↑↓ move · 0/1/2 tick the choice of that name · space tick · n none · "
+                       "Enter confirm (nothing ticked = none)")
     child.expect_exact("? help · Ctrl-D")
-    child.expect_exact("› 1. [ ] level 0: no retraining")
+    child.expect_exact("› [ ] level 0: no retraining")
     child.send(ENTER)
     child.expect_exact("not checked yet")      # the step-0 question comes next: stop there
     child.sendeof()
@@ -385,6 +387,10 @@ def test_back_works_across_topics_and_from_menus_in_a_real_terminal(tmp_path):
     child.expect_exact("[1] Describe the symptom")
     child.expect_exact("> [drop] ")
     child.sendline("drop on quantized.bc")
+    # the evidence, gone back over, comes again with its answer kept (ticked)
+    child.expect_exact("[2] How was the problem observed?")
+    child.expect_exact("[x] a metric dropped in dataset evaluation")
+    child.send(ENTER)
     child.expect_exact("[3] Which metric")                    # re-asks keep their numbers
     child.sendline("mAP")
     answer_text(child, "Result of qat.pt?", "0.45")

@@ -122,7 +122,8 @@ def test_numbers_of_one_session_and_the_next_read_as_one_sequence(tmp_path):
 def test_a_kept_default_is_echoed_as_the_answer_when_piped(tmp_path, lang):
     folder = case_folder(tmp_path / "kept", STARTED, lang)
     out = intake(folder, ["", "0.39"], lang)
-    assert "> [0.449] \n> 0.449\n" in out                      # offered, then accepted
+    assert "> [0.449] 0.449\n" in out                           # offered, kept: echoed once
+    assert "\n> 0.449\n" not in out
     assert "> [0.391] 0.39\n" in out                            # a typed answer, as typed
     assert case_of(folder)["stages"]["qat_bc"]["value"] == 0.449
 
@@ -200,7 +201,7 @@ def test_the_chip_default_follows_the_compile_scripts_march(tmp_path, march, chi
     folder = case_folder(tmp_path / march, NO_CHIP,
                          script=COMPILE_SCRIPT.replace("nash-e", march))
     out = intake(folder, [""])
-    assert f"> [{chip}] \n> {chip}\n" in out
+    assert f"> [{chip}] {chip}\n" in out
     assert case_of(folder)["platform"] == {"chip": chip}
 
 

@@ -141,10 +141,13 @@ def test_an_ambiguous_symptom_offers_no_number_to_keep(tmp_path):
     folder = case_folder(tmp_path / "ambiguous",
                          "evidence: [dataset_eval]\n"
                          "symptom: 'qat.bc and quantized.bc: 0.449 and 0.391'\n")
-    out = intake(folder, ["mAP", "", ""])
+    # the metric; the reading asked about, skipped; qat.pt skipped; then qat.bc
+    out = intake(folder, ["mAP", "", "", ""])
+    reading = out[out.index("Which stage has which number of the symptom?"):]
+    assert reading.split("\n> ", 1)[1].startswith("\n")          # a bare prompt, no [value]
     asked = out[out.index("Result of qat.bc?"):]
-    assert asked.split("\n> ", 1)[1].startswith("\n")           # a bare prompt, no [value]
-    assert "stages" not in case_of(folder) or "qat_bc" not in case_of(folder)["stages"]
+    assert asked.split("\n> ", 1)[1].startswith("\n")            # nothing to keep there either
+    assert "qat_bc" not in case_of(folder)["stages"]
 
 
 # --- the questions go on to what the symptom names ---------------------------------------
