@@ -9,10 +9,10 @@ when the baseline is itself quantized.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from qcdoctor.collectors.pt_files import load_pt
 from qcdoctor.collectors.qa_files import SENSITIVITY_RE
@@ -20,6 +20,9 @@ from qcdoctor.collectors.reading.lut_ops import lut_op
 from qcdoctor.collectors.reading.thresholds import DEFAULT, Thresholds
 from qcdoctor.collectors.reasons import reason
 from qcdoctor.collectors.tables import simple_table
+
+if TYPE_CHECKING:       # numpy loads only to rank a table's values: not for a case without one
+    import numpy as np
 
 ASCENDING = {"cosine", "sqnr"}          # smaller is worse
 # Stages that compute in fixed point: convert replaced every fake quant by integer
@@ -129,7 +132,7 @@ def _rows_from_txt(text: str, metric: str, problems: list[str]) -> list[Sensitiv
                                    line=line,
                                    value=cells[value_at] if value_at < len(cells) else ""))
             continue
-        if not np.isfinite(value):
+        if not math.isfinite(value):
             problems.append(reason("line {line}: value is {value}; row skipped", line=line,
                                    value=value))
             continue
@@ -160,7 +163,7 @@ def _rows_from_pt(data, problems: list[str]) -> list[SensitivityRow]:
             problems.append(reason("entry {entry}: value {value!r} is not a number; skipped",
                                    entry=i, value=row[3]))
             continue
-        if not np.isfinite(value):
+        if not math.isfinite(value):
             problems.append(reason("entry {entry}: value is {value}; skipped", entry=i,
                                    value=value))
             continue
@@ -171,6 +174,7 @@ def _rows_from_pt(data, problems: list[str]) -> list[SensitivityRow]:
 
 def badness(metric: str, values: np.ndarray) -> np.ndarray:
     """Larger = more sensitive, comparable as ratios across metrics."""
+    import numpy as np
     m = metric.lower()
     if m == "cosine":
         return 1.0 - values
@@ -183,6 +187,7 @@ def ranked(sens: SensitivityFile) -> tuple[list, np.ndarray]:
     """The rows whose values compare, most sensitive first (ties in file order), and their
     badness in that order; rows too extreme to compare (an SQNR of -5000 dB: 10**500
     overflows) are left out."""
+    import numpy as np
     with np.errstate(over="ignore"):
         values = badness(sens.metric, np.array([r.value for r in sens.rows], dtype=float))
     finite = np.isfinite(values)
@@ -213,6 +218,7 @@ def readings(badness: np.ndarray, limits: Thresholds = DEFAULT) -> dict:
     at most ``tail_near_zero`` of the top value. Fewer than five values, or a top value
     of zero, are too few to call flat or to warn about.
     """
+    import numpy as np
     count, top = len(badness), float(badness[0])
     second = float(badness[1]) if count > 1 else 0.0
     fifth = float(badness[min(4, count - 1)])

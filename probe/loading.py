@@ -34,10 +34,10 @@ def load_model(spec: str, option: str):
         sys.path.insert(0, cwd)
     module = _imported(module_name, option)
     target = module
-    for part in attr.split("."):
+    parts = attr.split(".")
+    for depth, part in enumerate(parts):
         if not hasattr(target, part):
-            raise QcdoctorError(f"{module_name} has no {attr}", key=option,
-                                fix=f"check the name after ':' in {spec}")
+            raise _no_such_name(module, module_name, parts, depth, target, option)
         target = getattr(target, part)
     if callable(target) and not isinstance(target, nn.Module):
         target = _called(target, spec, module, option)
@@ -45,6 +45,42 @@ def load_model(spec: str, option: str):
         raise QcdoctorError(f"{spec} gives a {type(target).__name__}, not a torch nn.Module",
                             key=option, fix="name a model or a function returning one")
     return target
+
+
+def _no_such_name(module, module_name: str, parts: list[str], depth: int, owner,
+                  option: str) -> QcdoctorError:
+    """The error for ``parts[depth]`` missing from ``owner``: the module's file, the
+    nearest public name (a typo of a factory) as the MOD:ATTR to write, else what is there."""
+    import difflib  # only to word this error
+    missing, owner_name = parts[depth], ".".join([module_name, *parts[:depth]])
+    names = _public_names(owner)
+    near = difflib.get_close_matches(missing, names, n=1)
+    problem = f"{owner_name} has no {missing}"
+    if near:
+        fixed = ".".join([*parts[:depth], near[0], *parts[depth + 1:]])
+        problem += f" (did you mean {near[0]!r}?)"
+        fix = f"write {option} {module_name}:{fixed}"
+    elif names:
+        shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+        fix = f"name one of what {owner_name} defines after ':': {shown}"
+    else:
+        fix = f"{owner_name} defines no public name: define the model or its factory there"
+    source = getattr(module, "__file__", None)
+    return QcdoctorError(problem, file=_shown_path(source) if source else None, key=option,
+                         fix=fix)
+
+
+def _public_names(owner) -> list[str]:
+    """The names a MOD:ATTR can take from ``owner``: its public attributes, the modules it
+    imported (torch, nn) left out."""
+    import types
+
+    def imported_module(name: str) -> bool:
+        try:
+            return isinstance(getattr(owner, name), types.ModuleType)
+        except Exception:  # noqa: BLE001 - a property of the user's that raises: a name still
+            return False
+    return [name for name in dir(owner) if not name.startswith("_") and not imported_module(name)]
 
 
 def _imported(module_name: str, option: str):
@@ -111,8 +147,11 @@ def _line(exc: BaseException, source: str | None) -> int | None:
 
 def _where(exc: BaseException, source: str | None) -> str | None:
     path = exc.filename if isinstance(exc, SyntaxError) and exc.filename else source
-    if not path:
-        return None
+    return _shown_path(path) if path else None
+
+
+def _shown_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it."""
     relative = os.path.relpath(path)
     return path if relative.startswith("..") else relative
 

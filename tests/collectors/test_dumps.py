@@ -161,7 +161,7 @@ def test_compare_cli(tmp_path, capsys):
     base = RNG.standard_normal(64).astype(np.float32)
     np.save(tmp_path / "a.npy", base)
     np.save(tmp_path / "b.npy", base + 1)
-    assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy")]) == 0
+    assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--lang", "en"]) == 0
     out = capsys.readouterr().out
     assert "| output |" in out and "| no |" in out
     assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--format", "json"]) == 0
