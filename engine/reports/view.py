@@ -97,6 +97,7 @@ def view_model(report: dict) -> dict:
         "checks": checks, "fixes_applied": fixes, "qa_summary": qa, "qa_folders": folders,
         "located": _located(report, folders, L, lang),
         "thresholds": _thresholds_line(report, lang),
+        "thresholds_every": _thresholds_line(report, lang, every=True),
         "consistency_line": _consistency_line(report, L),
         "rules_fired": list(dict.fromkeys(t["rule"] for t in report["trace"])),
         "needed": _needed(report, L, lang),
@@ -261,15 +262,23 @@ def _question_text(topic: str, lang: str) -> str:
     return " / ".join(q.prompt(lang) for q in questions_for(topic))
 
 
-def _thresholds_line(report: dict, lang: str) -> str:
-    """Each threshold the reading uses, in words with its value, and where it came from
-    when not the default (a threshold no longer read is left out)."""
-    words = labels()[lang]["threshold_words"]
+def _thresholds_line(report: dict, lang: str, every: bool = False) -> str:
+    """The thresholds the reading used that the case or project set, in words with their
+    values and where they came from; the rest named as the defaults (docs/triage.md) once,
+    not sixteen figures in every report (``every``: all of them, each in words)."""
+    L = labels()[lang]
+    words = L["threshold_words"]
     sources = report.get("threshold_sources", {})
-    return ("；" if lang == "zh" else "; ").join(
-        words[k].format(v=f"{v:g}") + (f" ({source_text(sources[k], lang)})"
-                                       if sources.get(k, "default") != "default" else "")
-        for k, v in report.get("thresholds", {}).items() if k in words)
+    sep = "；" if lang == "zh" else "; "
+    used = {k: v for k, v in report.get("thresholds", {}).items() if k in words}
+    set_here = [k for k in used if sources.get(k, "default") != "default"]
+    if every:
+        return sep.join(words[k].format(v=f"{v:g}") + (
+            f" ({source_text(sources[k], lang)})" if k in set_here else "") for k, v in used.items())
+    if not set_here:
+        return L["thresholds_default"]
+    return sep.join([words[k].format(v=f"{used[k]:g}") + f" ({source_text(sources[k], lang)})"
+                     for k in set_here] + [L["thresholds_rest"]])
 
 
 def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:

@@ -50,7 +50,12 @@ def test_case_yaml_thresholds_change_the_reading_and_say_where(project, capsys):
     line = next(x for x in capsys.readouterr().out.splitlines() if "Thresholds" in x)
     assert "100 times the next (or the typical) one dominates (case.yaml:21 (thresholds.dominance))" \
         in line
-    assert "Cosine 0.999 or more agrees with the baseline;" in line      # defaults without a source
+    # the defaults named once, not each figure again (the HTML keeps them all, folded)
+    assert line.endswith("the others at their defaults (docs/triage.md)")
+    assert "Cosine 0.999" not in line
+    from qcdoctor.engine.reports.formats import render_output
+    html = render_output(after, "html")
+    assert "Cosine 0.999 or more agrees with the baseline" in html.split("<details><summary>Thresholds")[1]
 
 
 def test_config_files_upwards_and_case_yaml_first(project, capsys):
