@@ -92,3 +92,45 @@ def test_a_profiler_folder_keeps_horizon_code(tmp_path):
     report = triage_path(folder, use_env=False, lang="en")
     code = next(a for a in report["next_actions"] if a["rule"] == "LY030")["code"]
     assert "QconfigSetter" in code and "torch.ao" not in code
+
+
+def test_an_fx_model_gets_qconfig_mapping_code_that_gives_the_measured_figure(tmp_path,
+                                                                             monkeypatch):
+    """An FX-prepared model: QConfigMapping.set_module_name on the layer, prepare_qat_fx;
+    with the QAT model's own state elsewhere, the output is the one the trial measured."""
+    import copy
+
+    from torch.ao.quantization import disable_observer as off
+
+    from tests.probe_nets import inject, network, quantize
+    pytest.importorskip("pytorchcv")
+    example = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    model = network("resnet10", 32)
+    base, qat = quantize(model, example)
+    node = next(n for n in qat.graph.nodes if n.op == "call_module"
+                and n.target.endswith("stage2.unit1.body.conv1.conv"))
+    faulty = inject(qat, node, scale_factor=0.25)
+    result = compare_models(base, faulty, example, tmp_path / "qa_probe", try_fixes=True,
+                            sensitivity=False, fix_budget=40)
+    recommended = result.fix_trials.recommended()
+    assert recommended["fix"] == "fixed_scale"
+    triaged_case(tmp_path, "accuracy drops after calibration")
+    monkeypatch.chdir(tmp_path)
+    code = measured_fix(tmp_path)["code"]
+    assert "set_module_name" in code and "prepare_qat_fx" in code
+    alternative = ALTERNATIVE + code.split(ALTERNATIVE)[1]
+    alternative = alternative.replace("get_default_qat_qconfig_mapping()",
+                                      'get_default_qat_qconfig_mapping("qnnpack")')
+    namespace = {"float_model": copy.deepcopy(model), "example_inputs": (example,),
+                 "train_qat": lambda prepared: None}
+    exec(compile(alternative, "fix.py", "exec"), namespace)     # noqa: S102 - the report's code
+    prepared = namespace["qat_pt"]
+    fixed_name = recommended["settings"][0]["quantizer"]
+    fixed = prepared.get_submodule(fixed_name)
+    assert type(fixed).__name__ == "FixedQParamsFakeQuantize"
+    assert float(fixed.scale) == recommended["settings"][0]["scale"][0]
+    own = {k: v for k, v in faulty.state_dict().items() if not k.startswith(fixed_name + ".")}
+    prepared.load_state_dict(own, strict=False)
+    prepared.eval()
+    prepared.apply(off)
+    assert cosine(base, prepared, example) == recommended["after"]
