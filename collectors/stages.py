@@ -175,7 +175,11 @@ class _Walk:
                         "direction": "higher" if higher else "lower", "direction_from": why}
 
     def source(self, stage: str) -> str:
-        return self.case.source(f"stages.{stage}") if stage in self.given else "not given"
+        """Where the stage's result is written; "not given" for an entry without one (the
+        intake keeps a confirmed metric as ``qat: {metric: mAP}`` before any value)."""
+        entry = self.given.get(stage)
+        given = isinstance(entry, dict) and ("status" in entry or "value" in entry)
+        return self.case.source(f"stages.{stage}") if given else "not given"
 
     def note_other_name(self, stage: str, metric: str, value: float, reference: tuple) -> None:
         """R4.9: one fact per pair of names, at the first stage under the other name."""

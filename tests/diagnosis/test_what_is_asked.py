@@ -136,3 +136,18 @@ def test_post_processing_is_asked_only_where_no_table_shows_it(tmp_path):
         report = triage_path(folder, use_env=False, lang="en")
         needed = [item["id"] for item in view_model(report)["needed"]]
         assert ("postprocess_in_model" in needed) is asked, folder.name
+
+
+def test_a_stage_entry_holding_only_the_metric_is_no_result(tmp_path):
+    """The intake keeps a metric confirmed before any value as ``qat: {metric: mAP}``: no
+    result, so no stage row says "unknown" for it."""
+    from qcdoctor.engine.reports.view import view_model
+    case = {**BOARD_CASE, "stages": {"qat": {"metric": "mIoU"},
+                                     "quantized_bc": {"metric": "mIoU", "value": 0.712},
+                                     "hbm_x86": {"metric": "mIoU", "value": 0.710},
+                                     "board": {"metric": "mIoU", "value": 0.520}}}
+    report = _triaged(tmp_path / "case", case, "en")
+    qat = next(f for f in report["facts"] if f["type"] == "stage" and f["stage"] == "qat")
+    assert qat["source"] == "not given" and not qat["has_value"]
+    shown = [row["label"] for row in view_model(report)["stage_rows"]]
+    assert "qat.pt" not in shown and "quantized.bc" in shown
