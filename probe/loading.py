@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from qcdoctor.errors import QcdoctorError
+from qcdoctor.suggest import did_you_mean, nearest
 
 _SEE_TRACEBACK = "QCDOCTOR_DEBUG=1 prints the traceback"
 
@@ -51,14 +52,13 @@ def _no_such_name(module, module_name: str, parts: list[str], depth: int, owner,
                   option: str) -> QcdoctorError:
     """The error for ``parts[depth]`` missing from ``owner``: the module's file, the
     nearest public name (a typo of a factory) as the MOD:ATTR to write, else what is there."""
-    import difflib  # only to word this error
     missing, owner_name = parts[depth], ".".join([module_name, *parts[:depth]])
     names = _public_names(owner)
-    near = difflib.get_close_matches(missing, names, n=1)
+    near = nearest(missing, names)
     problem = f"{owner_name} has no {missing}"
-    if near:
-        fixed = ".".join([*parts[:depth], near[0], *parts[depth + 1:]])
-        problem += f" (did you mean {near[0]!r}?)"
+    if near is not None:
+        fixed = ".".join([*parts[:depth], near, *parts[depth + 1:]])
+        problem += did_you_mean(missing, [near])
         fix = f"write {option} {module_name}:{fixed}"
     elif names:
         shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")

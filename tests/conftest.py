@@ -66,6 +66,17 @@ def rules():
     return load_rules()
 
 
+@pytest.fixture
+def rules_copy(tmp_path, monkeypatch):
+    """A copy of the bundled rules folder to change, with a rule cache of its own."""
+    import shutil
+    from importlib import resources
+    monkeypatch.setenv("QCDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    with resources.as_file(resources.files("qcdoctor.rules")) as src:
+        shutil.copytree(src, tmp_path / "rules", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "rules"
+
+
 def missing_in_ci(message: str):
     """Skip a test whose tool or file is missing here; fail it under CI (``CI`` set to
     anything but empty, 0 or false), which must run it, never pass by skipping."""

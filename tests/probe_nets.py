@@ -50,16 +50,16 @@ class FixedFakeQuantize(FakeQuantizeBase):
         return self.scale, self.zero_point
 
 
-def eager_qat(base: nn.Module) -> nn.Module:
-    """An eager-mode QAT copy of ``base`` (qnnpack qconfig), calibrated on random 3x8x8
-    inputs, observers frozen, in eval mode."""
+def eager_qat(base: nn.Module, size: int = 8) -> nn.Module:
+    """An eager-mode QAT copy of ``base`` (qnnpack qconfig), calibrated on random
+    3 x size x size inputs, observers frozen, in eval mode."""
     from torch.ao.quantization import disable_observer, get_default_qat_qconfig, prepare_qat
     qat = copy.deepcopy(base)
     qat.qconfig = get_default_qat_qconfig("qnnpack")
     prepare_qat(qat.train(), inplace=True)
     qat.eval()
     with torch.no_grad():
-        qat(torch.randn(16, 3, 8, 8, generator=torch.Generator().manual_seed(1)))
+        qat(torch.randn(16, 3, size, size, generator=torch.Generator().manual_seed(1)))
     qat.apply(disable_observer)
     return qat
 

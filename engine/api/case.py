@@ -117,7 +117,7 @@ class Case:
         """Set case keys by the constructor's argument names (None leaves a key as it
         is); checked as a whole, so a CaseError leaves the case unchanged. Returns the
         case."""
-        from qcdoctor.engine.commands.options import did_you_mean
+        from qcdoctor.suggest import did_you_mean
         known = _arguments()
         for name in values:
             if name not in known:

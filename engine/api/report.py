@@ -220,7 +220,7 @@ def _one_of(word: Any, words: tuple[str, ...], key: str, what: str, fix: str) ->
     from qcdoctor.engine.api.values import shown
     near = ""
     if isinstance(word, str):
-        from qcdoctor.engine.commands.options import did_you_mean
+        from qcdoctor.suggest import did_you_mean
         near = did_you_mean(word, words)
     raise QcdoctorError(f"no {what} {shown(word)}{near}", key=key, fix=fix)
 

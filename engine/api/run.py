@@ -115,7 +115,7 @@ def _example(name: str, **options) -> Report:
     names = example_names()
     if not isinstance(name, str) or name not in names:
         from qcdoctor.engine.api.values import shown
-        from qcdoctor.engine.commands.options import did_you_mean
+        from qcdoctor.suggest import did_you_mean
         near = did_you_mean(name, names) if isinstance(name, str) else ""
         raise QcdoctorError(f"no example named {shown(name)}{near}",
                             key="example", fix=f"choose one of: {', '.join(names)}")

@@ -51,7 +51,7 @@ class _Parser(argparse.ArgumentParser):
 
     def _check_value(self, action, value):
         if action.choices is not None and value not in action.choices:
-            from qcdoctor.engine.commands.options import did_you_mean
+            from qcdoctor.suggest import did_you_mean
             choices = ", ".join(map(repr, action.choices))
             raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from "
                                                  f"{choices}){did_you_mean(value, action.choices)}")
@@ -60,7 +60,7 @@ class _Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
-            from qcdoctor.engine.commands.options import did_you_mean
+            from qcdoctor.suggest import did_you_mean
             typed = _typed_parser(self, parsed)
             known = [o for a in typed._actions for o in a.option_strings]
             hints = "".join(did_you_mean(e.partition("=")[0], known)

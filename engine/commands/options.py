@@ -20,13 +20,6 @@ FILES = {"bash": "_shtab_compgen_files", "zsh": "_files"}
 FOLDERS = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/"}
 
 
-def did_you_mean(typed: str, known, cutoff: float = 0.6) -> str:
-    """" (did you mean 'x'?)" for the nearest known word, "" when none is near."""
-    import difflib
-    near = difflib.get_close_matches(str(typed), [str(k) for k in known], n=1, cutoff=cutoff)
-    return f" (did you mean {near[0]!r}?)" if near else ""
-
-
 def complete(action: argparse.Action, paths: dict) -> argparse.Action:
     """``action`` completed as ``paths`` (FILES or FOLDERS) by the shell."""
     action.complete = paths

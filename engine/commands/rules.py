@@ -53,8 +53,8 @@ def run(args, parser) -> int:
 
 def _check_rule_id(rule_id: str) -> None:
     """An unknown id is refused with the nearest ids (ST05 -> ST050)."""
-    from qcdoctor.engine.commands.options import did_you_mean
     from qcdoctor.engine.matching.rulebook import load_rules, rule_by_id
+    from qcdoctor.suggest import did_you_mean
     if rule_by_id(rule_id) is None:
         hint = did_you_mean(rule_id.upper(), [r.id for r in load_rules()], cutoff=0.7)
         raise QcdoctorError(f"no rule {rule_id!r}{hint}",

@@ -91,11 +91,9 @@ _CASE_PATH = re.compile(r"\b(deploy(?:\.[a-z_]+)+)\b|`([a-z_]+):")
 
 
 def _needed_problems(report: dict, case: dict | None) -> list[str]:
-    from qcdoctor.engine.reports.view import view_model
+    from qcdoctor.engine.reports.view import view_model, waits_for_input
     needed = view_model(report)["needed"]
-    work = {a["id"] for a in report["next_actions"]
-            if not (a["kind"] in ("provide_info", "evaluate_stage") and a.get("cost") == "verify")
-            or a.get("remedy")}
+    work = {a["id"] for a in report["next_actions"] if not waits_for_input(a)}
     found = [f"work to do listed as information still needed: {item['id']}"
              for item in needed if item["id"] in work]
     if case is None:

@@ -5,9 +5,6 @@ checks."""
 
 from __future__ import annotations
 
-import shutil
-from importlib import resources
-
 import pytest
 import yaml
 
@@ -89,13 +86,6 @@ def test_an_overridden_conclusion_asks_for_nothing(tmp_path, lang):
     assert not [m for m in report["missing"] if m["rule"] in overridden]
     assert not problems(report, case), problems(report, case)
 
-
-@pytest.fixture
-def rules_copy(tmp_path, monkeypatch):
-    monkeypatch.setenv("QCDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
-    with resources.as_file(resources.files("qcdoctor.rules")) as src:
-        shutil.copytree(src, tmp_path / "rules", ignore=shutil.ignore_patterns("__pycache__"))
-    return tmp_path / "rules"
 
 
 @pytest.mark.parametrize("change,message", [

@@ -38,6 +38,15 @@ def spawn(folder: Path, *extra: str, env: dict | None = None, columns: int = 120
     return child
 
 
+def stop_at_step_0(child) -> None:
+    """End a terminal session at the step-0 question (what comes after the stage table):
+    Ctrl-D there, the session closed once the program has exited."""
+    child.expect_exact("not checked yet")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+
+
 def run_piped(folder: Path, answers: list[str], *extra: str, env: dict | None = None):
     return subprocess.run([sys.executable, "-m", "qcdoctor", "intake", str(folder), *extra],
                           input="\n".join(answers) + "\n", capture_output=True, text=True,
@@ -343,10 +352,7 @@ def test_multi_choice_enter_with_nothing_ticked_is_none_never_the_highlighted_op
     child.expect_exact("? help · Ctrl-D")
     child.expect_exact("› [ ] level 0: no retraining")
     child.send(ENTER)
-    child.expect_exact("not checked yet")      # the step-0 question comes next: stop there
-    child.sendeof()
-    child.expect(pexpect.EOF)
-    child.close()
+    stop_at_step_0(child)
     assert child.exitstatus == 0
     assert case_of(folder)["consistency_levels_tried"] == []                  # not [0]
 

@@ -23,7 +23,7 @@ from qcdoctor.engine.diagnosis.triage import triage_path
 from qcdoctor.engine.intake.prompts import LinePrompter
 from qcdoctor.engine.intake.session import Intake
 from qcdoctor.wording import labels
-from tests.intake.test_intake import ENTER, case_of, run_piped, spawn
+from tests.intake.test_intake import ENTER, case_of, run_piped, spawn, stop_at_step_0
 from tests.intake.test_intake_sessions import COMPILE_SCRIPT
 
 HEAD = "schema: qcdoctor/case-v1\nlanguage: {lang}\n"
@@ -213,10 +213,7 @@ def test_the_chip_menu_opens_on_the_scripts_chip_in_a_real_terminal(tmp_path):
     child.expect_exact("deploy/build.py")     # where the default came from, before Enter keeps it
     child.expect_exact("› 3. J6P - march nash-p")
     child.send(ENTER)
-    child.expect_exact("not checked yet")                       # the step-0 question: stop
-    child.sendeof()
-    child.expect(pexpect.EOF)
-    child.close()
+    stop_at_step_0(child)
     assert case_of(folder)["platform"] == {"chip": "J6P"}
 
 

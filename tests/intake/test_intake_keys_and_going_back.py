@@ -23,6 +23,7 @@ from tests.intake.test_intake import (
     case_of,
     run_piped,
     spawn,
+    stop_at_step_0,
 )
 from tests.intake.test_intake_as_a_user_meets_it import (
     STARTED,
@@ -73,10 +74,7 @@ def levels_in_a_terminal(folder, keys: str) -> str:
     child.expect_exact(LEVELS)
     child.expect_exact("› [ ] level 0: no retraining")
     child.send(keys)
-    child.expect_exact("not checked yet")                      # the step-0 question: stop
-    child.sendeof()
-    child.expect(pexpect.EOF)
-    child.close()
+    stop_at_step_0(child)
     return transcript.getvalue()
 
 

@@ -7,22 +7,11 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-from importlib import resources
 from pathlib import Path
-
-import pytest
 
 from qcdoctor import cache_files
 from qcdoctor.engine.matching import rule_cache
 from qcdoctor.engine.matching.rulebook import load_rules_from
-
-
-@pytest.fixture
-def rules_copy(tmp_path, monkeypatch):
-    monkeypatch.setenv("QCDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
-    with resources.as_file(resources.files("qcdoctor.rules")) as src:
-        shutil.copytree(src, tmp_path / "rules", ignore=shutil.ignore_patterns("__pycache__"))
-    return tmp_path / "rules"
 
 
 def _cache_files(folder: Path) -> list[Path]:

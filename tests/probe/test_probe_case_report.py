@@ -9,17 +9,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
-from torch.ao.quantization import (  # noqa: E402
-    disable_observer,
-    get_default_qat_qconfig,
-    prepare_qat,
-)
 
 from qcdoctor.engine.diagnosis.triage import triage_path  # noqa: E402
 from qcdoctor.engine.reports.formats import render_output  # noqa: E402
 from qcdoctor.engine.reports.terminal import render_terminal  # noqa: E402
 from qcdoctor.probe import compare_models  # noqa: E402
 from tests.probe_cases import triaged_case  # noqa: E402
+from tests.probe_nets import eager_qat  # noqa: E402
 
 
 class Net(nn.Module):
@@ -39,14 +35,7 @@ def models(clip: bool):
     tenth of the data's range (truncation)."""
     torch.manual_seed(0)
     base = Net().eval()
-    torch.manual_seed(0)
-    qat = Net()
-    qat.qconfig = get_default_qat_qconfig("qnnpack")
-    prepare_qat(qat.train(), inplace=True)
-    qat.eval()
-    with torch.no_grad():
-        qat(torch.randn(16, 3, 16, 16, generator=torch.Generator().manual_seed(1)))
-    qat.apply(disable_observer)
+    qat = eager_qat(base, size=16)
     if clip:
         observer = qat.block2[0].activation_post_process.activation_post_process
         observer.min_val.mul_(0.1)
@@ -75,6 +64,9 @@ def test_a_probe_case_leads_with_the_layer_and_the_measured_fix(tmp_path):
     assert html.index("Layer located") < html.index("Most likely stage")
     terminal = render_terminal(report, color=False)
     assert terminal.index("Layer located") < terminal.index("Most likely stage")
+    # the flow the fix code is written in, named with the folder
+    assert "quantized by torch.ao in eager mode: the fix code uses torch.ao's API" in \
+        render_output(report, "md")
     zh = triage_path(tmp_path, use_env=False, lang="zh")
     assert "已定位层：`block2.0`（截断）" in render_output(zh, "md")
 
