@@ -113,6 +113,13 @@ class _Reading:
                              value=_shown(value), low=f"{low:g}", high=f"{high:g}"))
         return number
 
+    def integer(self, value, key: str) -> int:
+        self.too_large(value, key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.fail(reason("{key}: expected a whole number, found {found}", key=key,
+                             found=_shown(value)))
+        return value
+
     def count(self, value, key: str) -> int:
         self.too_large(value, key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -293,9 +300,9 @@ def _setting(r: _Reading, value, key: str) -> dict:
     out["scale"] = r.field(value, "scale", key, lambda v, k: r.items(
         v, k, lambda x, xk: r.number(x, xk, 0.0), empty=False)) or []
     out["zero_point"] = r.field(value, "zero_point", key,
-                                lambda v, k: r.items(v, k, _integer(r), empty=False)) or []
-    out["quant_min"] = r.field(value, "quant_min", key, _integer(r))
-    out["quant_max"] = r.field(value, "quant_max", key, _integer(r))
+                                lambda v, k: r.items(v, k, r.integer, empty=False)) or []
+    out["quant_min"] = r.field(value, "quant_min", key, r.integer)
+    out["quant_max"] = r.field(value, "quant_max", key, r.integer)
     out["ch_axis"] = r.field(value, "ch_axis", key, r.count)
     if value.get("threshold") is not None:
         out["threshold"] = r.field(value, "threshold", key, r.number, 0.0)
@@ -305,15 +312,6 @@ def _setting(r: _Reading, value, key: str) -> dict:
         r.fail(reason("{key}: quant_min below quant_max", key=key))
     return out
 
-
-def _integer(r: _Reading):
-    def read(value, key: str) -> int:
-        r.too_large(value, key)
-        if not isinstance(value, int) or isinstance(value, bool):
-            r.fail(reason("{key}: expected a whole number, found {found}", key=key,
-                          found=_shown(value)))
-        return value
-    return read
 
 
 def within_target(before: float | None, target: dict, metric: str) -> bool:
@@ -436,9 +434,16 @@ def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
 def load_fix_trials(path, analysis: str, source: str) -> list[dict]:
     """The facts of the fix_trials.yaml at ``path`` (``source``: its path in the case
     folder). QcdoctorError when it is not YAML, ValueError naming every problem else."""
+    return fix_trial_facts(read_fix_trials_file(path, source), analysis, source)
+
+
+def read_fix_trials_file(path, source: str) -> dict:
+    """The checked content of the fix_trials.yaml at ``path``, read within the case files'
+    YAML limits (``source``: the path messages name). QcdoctorError when it is not YAML,
+    ValueError naming every problem else."""
     from qcdoctor.collectors.yaml_schema import load_document
     data, _ = load_document(Path(path).read_text(encoding="utf-8"), source, _document())
-    return fix_trial_facts(read_fix_trials(data), analysis, source)
+    return read_fix_trials(data)
 
 
 @dataclass(frozen=True)

@@ -124,10 +124,10 @@ class ProbeResult:
 
     def __repr__(self) -> str:
         """A line a console shows whole (the rows are in ``rows``, the files on disk)."""
-        trials = self.fix_trials
-        fix = "none" if trials is None else (
-            "no fix reaches the target" if trials.recommended() is None else
-            f"{trials.recommended()['fix']} on {', '.join(trials.recommended()['layers'])}")
+        chosen = self.fix_trials.recommended() if self.fix_trials is not None else None
+        fix = "none" if self.fix_trials is None else \
+            "no fix reaches the target" if chosen is None else \
+            f"{chosen['fix']} on {', '.join(chosen['layers'])}"
         return (f"ProbeResult(out_dir={str(self.out_dir)!r}, stages={self.stages[0]} vs "
                 f"{self.stages[1]}, rows={len(self.rows)}, compared={self.compared}, "
                 f"sensitivity={sorted(self.sensitivity)}, fix_trials={fix}, "

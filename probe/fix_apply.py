@@ -18,10 +18,8 @@ import torch
 from torch import nn
 
 from qcdoctor.errors import QcdoctorError
+from qcdoctor.fact_types import DEPLOYABLE_FIXES
 from qcdoctor.probe.quantizers import QuantizerAdapter, TorchAoAdapter
-
-# the fixes one can deploy (float bounds what a fix can give, it is none)
-_DEPLOYABLE = ("int16_activation", "int16_weight", "fixed_scale", "per_channel", "int16")
 
 
 class FixTrials(dict):
@@ -45,11 +43,11 @@ def recommended(document: dict) -> dict | None:
     from qcdoctor.collectors.fix_trials import reaches
     target, metric, before = document["target"], document["metric"], document.get("before")
     for trial in document.get("trials") or []:
-        if trial["fix"] in _DEPLOYABLE and len(trial["layers"]) == 1 and \
+        if trial["fix"] in DEPLOYABLE_FIXES and len(trial["layers"]) == 1 and \
                 reaches(trial, target, metric, before):
             return trial
     greedy = document.get("greedy")
-    if greedy and greedy.get("reached") and greedy["layers"] and greedy["fix"] in _DEPLOYABLE:
+    if greedy and greedy.get("reached") and greedy["layers"] and greedy["fix"] in DEPLOYABLE_FIXES:
         return greedy
     return None
 
@@ -103,30 +101,21 @@ def fixed_fake_quantize(setting: dict) -> nn.Module:
 
 
 def _document(fix_trials) -> dict:
+    """The checked document: given as one, or read from a fix_trials.yaml (or the folder
+    holding it) as triage reads it."""
+    from qcdoctor.collectors.fix_trials import read_fix_trials, read_fix_trials_file
     if isinstance(fix_trials, dict):
-        from qcdoctor.collectors.fix_trials import read_fix_trials
-        return _checked(read_fix_trials, fix_trials, "fix_trials")
-    path = Path(fix_trials)
-    if path.is_dir():
-        path = path / "fix_trials.yaml"
-    import yaml
-
-    from qcdoctor.collectors.fix_trials import read_fix_trials
+        where, read = "fix_trials", lambda: read_fix_trials(fix_trials)
+    else:
+        path = Path(fix_trials)
+        path = path / "fix_trials.yaml" if path.is_dir() else path
+        where, read = str(path), lambda: read_fix_trials_file(path, str(path))
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return read()
     except OSError as exc:
-        raise QcdoctorError(f"cannot read {path} ({exc.strerror or exc})", file=str(path),
+        raise QcdoctorError(f"cannot read {where} ({exc.strerror or exc})", file=where,
                             fix="give the fix_trials.yaml qcdoctor probe --try-fixes wrote, "
                                 "or its folder") from None
-    except yaml.YAMLError as exc:
-        raise QcdoctorError(f"{path} is not YAML ({str(exc).splitlines()[0]})", file=str(path),
-                            fix="run qcdoctor probe --try-fixes again") from None
-    return _checked(read_fix_trials, data, str(path))
-
-
-def _checked(read, data, where: str) -> dict:
-    try:
-        return read(data)
     except ValueError as exc:
         raise QcdoctorError(f"the fix trials cannot be read: {exc}", file=where,
                             fix="run qcdoctor probe --try-fixes again") from None

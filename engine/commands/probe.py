@@ -70,7 +70,8 @@ def declare(command) -> None:
                          help="model-output metric of the fix trials (default Cosine)")
     command.add_argument("--save-fixed", metavar="PATH",
                          help="with --try-fixes: save the analysis model with the recommended "
-                              "fix set, exactly as measured (torch.save; a new file)")
+                              "fix set, exactly as measured (torch.save; written as -o is, "
+                              "never over an input)")
     command.add_argument("--lang", choices=("zh", "en"),
                          help="language of the summary and progress (default: the locale's; see "
                               "docs/reports.md, Language)")
@@ -163,50 +164,55 @@ def _stages(args) -> tuple[tuple[str, ...] | None, str]:
 
 
 def _check_save_path(args) -> None:
-    """--save-fixed before any work: with --try-fixes, a new file in a folder that exists."""
-    path = Path(args.save_fixed)
+    """--save-fixed before any work: with --try-fixes, a place the output writer takes
+    (as -o: a file replaced atomically, a pipe), never one of the run's inputs."""
+    from qcdoctor.engine.commands.output_file import output_target, same_file
     if not args.try_fixes:
         raise QcdoctorError("--save-fixed saves a measured fix: there is none without "
                             "--try-fixes", key="--save-fixed", fix="add --try-fixes")
-    if os.path.lexists(path):
-        raise QcdoctorError(f"{path} exists already; it is never overwritten",
-                            key="--save-fixed", fix="give a new file name, or remove it first")
-    if not path.parent.is_dir():
-        raise QcdoctorError(f"no folder {path.parent} to save {path.name} in",
-                            key="--save-fixed", fix="create the folder, or give another path")
+    output_target(args.save_fixed)
+    if same_file(Path(args.save_fixed), [Path(args.inputs)]):
+        raise QcdoctorError("refusing to overwrite an input of this run",
+                            file=args.save_fixed, key="--save-fixed",
+                            fix="give another file name for the fixed model")
 
 
 def _save_fixed(result, analysis, path: Path) -> bool:
-    """The analysis model with the recommended fix set (fix_trials.yaml), saved whole;
-    nothing saved, one clear error, where no measured fix reaches the target. True where
-    the modules' qconfig attributes had to be left out."""
-    import torch
-
-    from qcdoctor.atomic import replaced_atomically
+    """The analysis model with the recommended fix set (fix_trials.yaml), saved whole
+    through the output writer; nothing saved, one clear error, where no measured fix
+    reaches the target. True where the modules' qconfig attributes had to be left out."""
     if result.fix_trials.recommended() is None:
         raise QcdoctorError(f"no measured fix reaches the target: nothing saved to {path}",
                             key="--save-fixed",
                             fix="choose a trial in Python: result.fix_trials.apply(model, "
                                 "trial=<index>) (docs/probe.md)")
+    from qcdoctor.engine.commands.output_file import write_output
     fixed = result.fix_trials.apply(analysis)
-    try:
-        with replaced_atomically(path) as temporary:
-            torch.save(fixed, temporary)
-        return False
-    except (AttributeError, TypeError, pickle.PicklingError):
-        pass
-    # an eager model prepared by torch.ao keeps each module's qconfig, whose observer
-    # factories are local functions pickle cannot save; the forward never reads them
-    for module in fixed.modules():
-        module.__dict__.pop("qconfig", None)
-    try:
-        with replaced_atomically(path) as temporary:
-            torch.save(fixed, temporary)
-    except (AttributeError, TypeError, pickle.PicklingError) as exc:
-        raise QcdoctorError(f"torch cannot save the fixed model ({exc})", key="--save-fixed",
-                            fix="set the fix in Python instead: "
-                                "result.fix_trials.apply(model) (docs/probe.md)") from None
-    return True
+    data, without_qconfig = _saved_bytes(fixed)
+    write_output(path, data)
+    return without_qconfig
+
+
+def _saved_bytes(fixed) -> tuple[bytes, bool]:
+    """torch.save of ``fixed``, and whether its qconfig attributes were left out: an eager
+    model prepared by torch.ao keeps each module's qconfig, whose observer factories are
+    local functions pickle cannot save; the forward never reads them."""
+    import io
+
+    import torch
+    for without_qconfig in (False, True):
+        if without_qconfig:
+            for module in fixed.modules():
+                module.__dict__.pop("qconfig", None)
+        buffer = io.BytesIO()
+        try:
+            torch.save(fixed, buffer)
+            return buffer.getvalue(), without_qconfig
+        except (AttributeError, TypeError, pickle.PicklingError) as exc:
+            failed = exc
+    raise QcdoctorError(f"torch cannot save the fixed model ({failed})", key="--save-fixed",
+                        fix="set the fix in Python instead: result.fix_trials.apply(model) "
+                            "(docs/probe.md)")
 
 
 def _case_folder(out: Path) -> Path | None:

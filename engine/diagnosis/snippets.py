@@ -201,7 +201,7 @@ def snippet_context(action: dict, case_context: dict, lang: str = "en") -> dict:
         # the quantization flow the analysed models come from, and the folder read
         "torch_ao": str(action.get("flow", "")).startswith("torch_ao"),
         "fx": action.get("flow") == "torch_ao_fx",
-        "folder": _out_dir(str(action.get("folder") or "qa_probe")),
+        "folder": _out_dir(str(action["folder"])) if action.get("folder") else None,
         # a measured fixed scale's qparams: (scale, zero point, quant_min, quant_max)
         "qparams": _qparams(action.get("qparams")),
         "recalibrate": recalibrate,

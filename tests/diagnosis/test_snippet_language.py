@@ -76,6 +76,7 @@ def _variants() -> list[tuple[str, dict]]:
                      for fix in FIX_KINDS for rank in ("measured", "located")]
         variants += [("measured_fix", {"fix": "fixed_scale", "layers": AWKWARD,
                                        "rank": "measured", "flow": flow, "limit": "0.78",
+                                       "folder": "qa_probe",
                                        "qparams": "0.005583392921835184,140,0,255"}),
                      ("fixed_scale", {"layer": AWKWARD, "limit": "1.5e+05", "flow": flow}),
                      ("fixed_scale", {"layer": AWKWARD, "flow": flow}),

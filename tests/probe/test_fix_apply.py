@@ -113,7 +113,7 @@ def test_a_file_without_settings_or_with_broken_ones_is_one_clear_error(tmp_path
     with pytest.raises(QcdoctorError, match=r"trials\[0\]\.settings\[0\]: as many zero points"):
         apply_fix(qat, path)
     path.write_text("schema: [", encoding="utf-8")
-    with pytest.raises(QcdoctorError, match="is not YAML"):
+    with pytest.raises(QcdoctorError, match="not valid YAML"):
         apply_fix(qat, path)
     with pytest.raises(QcdoctorError, match="cannot read"):
         apply_fix(qat, tmp_path / "nowhere")
@@ -160,12 +160,19 @@ def test_cli_saves_the_fixed_model_as_measured(tmp_path, monkeypatch, capsys, la
     assert cosine(base, fixed, INPUTS) == document["trials"][0]["after"]
     # the eager model's qconfig attributes cannot be pickled: left out, and said
     assert "qconfig" in out and not hasattr(fixed.block2[0], "qconfig")
+    # a rerun replaces the model it saved before, as -o replaces a report
+    (tmp_path / "fixed.pt").write_bytes(b"an earlier save")
+    assert main(["probe", "--baseline", f"{name}:build_float", "--analysis",
+                 f"{name}:build_broken", "--inputs", "in.pt", "--out", "qa_probe",
+                 "--no-sensitivity", "--try-fixes", "--save-fixed", "fixed.pt"]) == 0
+    assert cosine(base, torch.load(tmp_path / "fixed.pt", weights_only=False), INPUTS) == \
+        document["trials"][0]["after"]
 
 
 @pytest.mark.parametrize("extra, message", [
     (["--save-fixed", "fixed.pt"], "there is none without --try-fixes"),
-    (["--try-fixes", "--save-fixed", "in.pt"], "exists already; it is never overwritten"),
-    (["--try-fixes", "--save-fixed", "no/such/folder/fixed.pt"], "no folder"),
+    (["--try-fixes", "--save-fixed", "in.pt"], "refusing to overwrite an input of this run"),
+    (["--try-fixes", "--save-fixed", "no/such/folder/fixed.pt"], "no/such/folder"),
 ])
 def test_cli_save_fixed_refuses_before_any_work(tmp_path, monkeypatch, capsys, extra, message):
     from qcdoctor.engine.commands.cli import main
