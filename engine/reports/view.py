@@ -187,13 +187,13 @@ def _needed(report: dict, L: dict, lang: str) -> list[dict]:
              for m in report["missing"]]
             + _asked(report, asked_by, lang)
             + [_item(a["id"], a["text"], a["rule"]) for a in report["next_actions"]
-               if _waiting(a) and a["rule"] not in named]
+               if waits_for_input(a) and a["rule"] not in named]
             + [_item(c["id"], f"{c['title']}{L['colon']}{c['provide']}")
                for c in report["checklist"] if c.get("provide")]
             + _postprocess_unstated(report, L))
 
 
-def _waiting(action: dict) -> bool:
+def waits_for_input(action: dict) -> bool:
     """An action that waits for an input only the user can give."""
     return action["kind"] in _WAITING_KINDS and action.get("cost") == _WAITING_COST \
         and not action.get("remedy")
@@ -242,7 +242,7 @@ def _asked(report: dict, asked_by: dict[str, str], lang: str) -> list[dict]:
     missing = {m["id"] for m in report["missing"]}
     action_of: dict[str, dict] = {}
     for action in report["next_actions"]:
-        if _waiting(action):
+        if waits_for_input(action):
             action_of.setdefault(action["rule"], action)
     items = []
     for topic in report.get("ask", []):
@@ -289,7 +289,8 @@ def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:
 
         def one(ftype, name=name):
             return next((f for f in facts_of(report, ftype) if f.get("analysis") == name), None)
-        lines = [L["qa"]["from_probe"]] if folder.get("origin") == "probe" else []
+        lines = [L["qa"]["from_probe"], L["qa"]["flow"][folder.get("flow", "other")]] \
+            if folder.get("origin") == "probe" else []
         origin, worst = one("layer_origin"), one("layer_worst")
         kinds = [f for f in facts_of(report, "error_kind") if f.get("analysis") == name]
         if origin:

@@ -118,6 +118,9 @@ def test_an_fx_model_gets_qconfig_mapping_code_that_gives_the_measured_figure(tm
     monkeypatch.chdir(tmp_path)
     code = measured_fix(tmp_path)["code"]
     assert "set_module_name" in code and "prepare_qat_fx" in code
+    from qcdoctor.engine.reports.formats import render_output
+    report = triage_path(tmp_path, use_env=False, lang="en")
+    assert "quantized by torch.ao in FX mode" in render_output(report, "md")
     alternative = ALTERNATIVE + code.split(ALTERNATIVE)[1]
     alternative = alternative.replace("get_default_qat_qconfig_mapping()",
                                       'get_default_qat_qconfig_mapping("qnnpack")')
