@@ -13,9 +13,12 @@ from tests.paths import REPO
 
 def test_wheel_install_runs_an_example(tmp_path):
     wheels, target, source = tmp_path / "wheels", tmp_path / "site", tmp_path / "src"
-    # build from a copy: the build writes build/ and *.egg-info next to the sources
+    # build from a copy: the build writes build/ and *.egg-info next to the sources; what
+    # .gitignore keeps out of the sources (a checkout's virtual environment: gigabytes of
+    # torch) stays out of the copy
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        ".git", "build", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", "tests"))
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis",
+        ".ruff_cache", ".benchmarks", ".venv", "venv", "tests"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps",
                     "--no-build-isolation", "-q", "-w", str(wheels)], check=True,
                    capture_output=True)
