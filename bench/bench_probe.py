@@ -6,7 +6,10 @@ Architectures: pytorchcv mobilenetv2_w1 (depthwise), resnet18 (residual), seresn
 ViT-style transformer block stack (tests/probe_nets.TinyViT; pytorchcv has none).
 Random weights, BN statistics from data (tests/probe_nets.network); torch ops on one
 thread (--threads). The probe may still compute the rows of very large outputs on a
-worker thread of its own where the machine has a second CPU (none at --size 128).
+worker thread of its own where the machine has a second CPU (none at --size 128), and runs
+the analysis model's fake-quant-off pass beside the baseline's recorded run where a core
+is spare (with --threads 1 on two CPUs: probe/beside.py); the old files a rerun replaces
+are freed on a thread too (common/background_free.py).
 
 Baseline, measured in the same run on the same models: one plain forward of each model
 (float, then QAT) under ``torch.inference_mode``. The ratio is probe time / that pair

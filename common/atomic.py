@@ -47,7 +47,12 @@ def put_in_place(temporary: str, path: str | Path, mode: int, durable: bool = Tr
             os.close(fd)
     os.chmod(temporary, mode)
     if not durable and _exchanged(temporary, path):
-        discard(temporary)                  # it holds the replaced file now
+        # it holds the replaced file now: gone at once, its blocks freed off this thread
+        from qcdoctor.background_free import remove_freeing_later
+        try:
+            remove_freeing_later(temporary)
+        except FileNotFoundError:
+            pass
         return
     os.replace(temporary, path)
 

@@ -27,7 +27,7 @@ dropped once compared.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -141,8 +141,10 @@ MEASURE_OWN_ERROR = True
 
 
 def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
-                   kwargs: dict) -> LayerRows:
-    """Rows in the analysis model's execution order, and both models' outputs."""
+                   kwargs: dict, beside_baseline=None) -> LayerRows:
+    """Rows in the analysis model's execution order, and both models' outputs.
+    ``beside_baseline``: a job (probe/beside.py) done while the baseline runs, before the
+    analysis model does."""
     # an analysis GraphModule says which held values an in-place op may change; an eager
     # model's tensors are copied for the worker
     plans = [fx_plan(m) if isinstance(m, torch.fx.GraphModule) else None
@@ -245,7 +247,8 @@ def compare_layers(baseline: nn.Module, analysis: nn.Module, args: tuple,
     node_keys: list[dict] = [{}, {}]            # each traced model's node -> key
     try:
         # not inference mode: views and versions tell in-place writes
-        with torch.no_grad(), _running("baseline"):
+        with (nullcontext() if beside_baseline is None else beside_baseline.around()), \
+                torch.no_grad(), _running("baseline"):
             result.baseline_outputs = flatten_output(
                 _run(baseline, args, kwargs, base_recorder, keep_base, quantized=False,
                      inputs=True, plan=plans[0], guard=base_guard,

@@ -24,12 +24,14 @@ import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from qcdoctor.atomic import existing_mode, put_in_place
+from qcdoctor.background_free import remove_freeing_later
 from qcdoctor.collector import collector_paused
 from qcdoctor.collectors.qa_files import FIX_TRIALS, PROBE_MANIFEST, load_probe_manifest
 from qcdoctor.collectors.qa_writers import LAYOUTS, ROW_KEYS, write_sensitivity
@@ -37,6 +39,7 @@ from qcdoctor.collectors.reading.own_error import OWN_ERROR_FILE
 from qcdoctor.engine.api.interrupts import HeldInterrupts
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.probe import fix_trials as fixes
+from qcdoctor.probe.beside import Beside, spare_core
 from qcdoctor.probe.calls import CALLS_FILE, write_calls
 from qcdoctor.probe.capture import PATTERN_END, SAME, LayerRows, compare_layers
 from qcdoctor.probe.fast_quant import FastQuantizers
@@ -238,10 +241,15 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
         # R5.3: the two models without quantization, one forward (none where the baseline
         # is the analysis model with every fake quant off), before the layers are read;
         # on copies of the inputs, so the layer runs get the inputs as they were given
-        off_pass = None if self_baseline else \
-            _fake_quant_off_pass(analysis, adapter, _on_copies(args, kwargs), every[1],
-                                 baseline, every[0])
-        layers = compare_layers(baseline, analysis, args, kwargs)
+        # (the analysis model's beside the baseline's recorded run where a core is spare:
+        # distinct modules; a quantized baseline's own after its run)
+        copies = None if self_baseline else _on_copies(args, kwargs)
+        off_job = None if self_baseline else Beside(
+            partial(_fake_quant_off, analysis, adapter, copies, every[1]),
+            concurrent=_may_run_beside(every, target))
+        layers = compare_layers(baseline, analysis, args, kwargs, beside_baseline=off_job)
+        off_pass = None if off_job is None else \
+            _with_baseline_off(off_job.result(), baseline, adapter, copies, every[0])
         with torch.inference_mode():
             reference = [t for _, t in layers.baseline_outputs]
             all_off, matched, failed = (reference, identical(), None) if self_baseline \
@@ -303,23 +311,48 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
 
 def _on_copies(args: tuple, kwargs: dict):
     """A run of a model on copies of the inputs: a forward that writes into its inputs
-    leaves the layer runs after it the inputs they were given."""
+    leaves the layer runs the inputs they were given. The first run's copies are made now
+    (a layer run beside it may write into the inputs), each later run's when it starts."""
+    def copied():
+        return _tensors_mapped(args, torch.Tensor.clone), _tensors_mapped(kwargs, torch.Tensor.clone)
+    first = [copied()]
+
     def run(model):
-        return model(*_tensors_mapped(args, torch.Tensor.clone),
-                     **_tensors_mapped(kwargs, torch.Tensor.clone))
+        positional, keywords = first.pop() if first else copied()
+        return model(*positional, **keywords)
     return run
 
 
-def _fake_quant_off_pass(analysis: nn.Module, adapter: QuantizerAdapter, run,
-                         modules: list[nn.Module], baseline: nn.Module,
-                         baseline_modules: list) -> tuple:
+def _may_run_beside(every: list[list[nn.Module]], device) -> bool:
+    """Whether the fake-quant-off pass may run on a thread of its own beside the
+    baseline's run: on CPU, with a core to spare, the two models sharing no module (the
+    pass switches the analysis model's quantizers off)."""
+    if torch.device(device).type != "cpu" or not spare_core():
+        return False
+    baseline_ids = {id(module) for module in every[0]}
+    return not any(id(module) in baseline_ids for module in every[1])
+
+
+def _fake_quant_off(analysis: nn.Module, adapter: QuantizerAdapter, run,
+                    modules: list[nn.Module]) -> tuple[list | None, str | None]:
+    """(the analysis model's outputs with every fake quant off, why there are none): a
+    model that cannot run so is said, not an end."""
+    try:
+        return all_off_outputs(analysis, adapter, run, modules), None
+    except Exception as exc:  # noqa: BLE001 - whatever the user's forward raises
+        return None, _first_line(exc)
+
+
+def _with_baseline_off(analysis_off: tuple, baseline: nn.Module, adapter: QuantizerAdapter,
+                       run, baseline_modules: list) -> tuple:
     """(the analysis model's outputs with every fake quant off, the quantized baseline's
     likewise (None: the baseline does not quantize), whether it quantizes, why there are
-    none): a model that cannot run so is said, not an end. A quantized baseline (two
-    calibrations, a model against its copy) is compared without its quantization too:
-    what R5.3 asks is whether the models differ beyond it."""
+    none). A quantized baseline (two calibrations, a model against its copy) is compared
+    without its quantization too: what R5.3 asks is whether the models differ beyond it."""
+    off, failed = analysis_off
+    if failed is not None:
+        return None, None, False, failed
     try:
-        off = all_off_outputs(analysis, adapter, run, modules)
         quantized = quantizes(baseline, adapter, baseline_modules)
         against = all_off_outputs(baseline, adapter, run, baseline_modules) if quantized \
             else None
@@ -599,14 +632,20 @@ def _write_compare(folder: Path, rows: list[dict]) -> list[Path]:
                                    else f"\\u{ord(char):04x}")
     text_at = [i for i, name in enumerate(header) if name not in _NUMERIC]
     for row in cells:
+        if unwritable.search("".join(row)) is None:     # most rows: one search
+            continue
         for i in text_at:
             if unwritable.search(row[i]):
                 row[i] = unwritable.sub(escape, row[i])
     folder.mkdir(parents=True, exist_ok=True)
     csv_path = folder / "compare_per_layer_out.csv"
     lines = [", ".join(header)]
-    lines += [", ".join(c.replace(", ", "* ").replace(",", "*") if "," in c else c
-                        for c in r) for r in cells]
+    separators = len(header) - 1
+    for row in cells:
+        line = ", ".join(row)
+        if line.count(",") != separators:       # a cell holds a comma: written as '*'
+            line = ", ".join(c.replace(", ", "* ").replace(",", "*") for c in row)
+        lines.append(line)
     csv_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     txt_path = folder / "compare_per_layer_out.txt"
     txt_path.write_text(_psql(header, cells), encoding="utf-8")
@@ -642,7 +681,8 @@ def _psql(header: list[str], cells: list[list[str]]) -> str:
     them)."""
     full = [""] + header
     body = [[str(i)] + r for i, r in enumerate(cells)]
-    widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(full)]
+    columns = zip(*body, strict=True) if body else ((),) * len(full)
+    widths = [max((len(h), *map(len, column))) for h, column in zip(full, columns, strict=True)]
     right = [True] + [h in _NUMERIC for h in header]
     border = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
     under = "|" + "+".join("-" * (w + 2) for w in widths) + "|"
@@ -788,9 +828,18 @@ def _write_comparison(out: Path, earlier: list[str], result: ProbeResult, layers
                 earlier = check_out_dir(out)
                 _publish(out, staging, staged, earlier, result, kind, metric)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            _remove_staging(staging)
             if created and not result.files:    # nothing put in place: no folder left
                 _remove_empty(out)
+
+
+def _remove_staging(staging: Path) -> None:
+    """The staging folder removed: empty once its files are in place (then freed off this
+    thread, as the files they replaced are), else with what a failure left in it."""
+    try:
+        remove_freeing_later(staging, folder=True)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 @contextmanager

@@ -4,6 +4,7 @@ function ops seen through a TorchFunctionMode."""
 from __future__ import annotations
 
 import inspect
+import threading
 import weakref
 from contextlib import contextmanager
 
@@ -165,9 +166,12 @@ class EagerTap:
             torch._C._push_on_torch_function_stack
 
         replay = self.replay
+        # the hooks are global: a forward run beside this one on another thread (probe/
+        # beside.py) is none of this model's
+        owner, ident = threading.get_ident(), threading.get_ident
 
         def pre(module, args):
-            if replay[0]:
+            if replay[0] or ident() != owner:
                 return
             entry = get(id(module))
             stack.append(entry[0] if entry is not None else None)
@@ -182,7 +186,7 @@ class EagerTap:
                     quiet.append(module)
 
         def post(module, args, kwargs, out):
-            if replay[0]:
+            if replay[0] or ident() != owner:
                 return
             if quiet and quiet[-1] is module:
                 quiet.pop()

@@ -219,6 +219,8 @@ def write_own_error(folder: Path, records: list[dict]) -> Path:
 
 
 def _cell(value) -> str:
+    if type(value) is float and value - value == 0:      # most cells: a finite float
+        return f"{value:.7g}"
     if value is None:
         return ""
     if isinstance(value, float):
