@@ -7,6 +7,7 @@ Importing this package imports torch; the rest of qcdoctor never imports it.
 from qcdoctor.probe.compare import ProbeResult, ProbeWarning, compare_models
 from qcdoctor.probe.fix_apply import FixTrials, apply_fix
 from qcdoctor.probe.quantizers import QParams, Quantizer, QuantizerAdapter, TorchAoAdapter
+from qcdoctor.probe.samples import Samples
 
-__all__ = ["FixTrials", "ProbeResult", "ProbeWarning", "QParams", "Quantizer",
+__all__ = ["FixTrials", "ProbeResult", "ProbeWarning", "QParams", "Quantizer", "Samples",
            "QuantizerAdapter", "TorchAoAdapter", "apply_fix", "compare_models"]

@@ -39,6 +39,13 @@ from qcdoctor.collectors.reading.own_error import OWN_ERROR_FILE
 from qcdoctor.engine.api.interrupts import HeldInterrupts
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.probe import fix_trials as fixes
+from qcdoctor.probe.badcase_files import (
+    BADCASE_FILE,
+    SAMPLE_ERRORS_FILE,
+    write_badcase,
+    write_sample_errors,
+)
+from qcdoctor.probe.badcase_search import search_samples
 from qcdoctor.probe.beside import Beside, spare_core
 from qcdoctor.probe.calls import CALLS_FILE, write_calls
 from qcdoctor.probe.capture import PATTERN_END, SAME, LayerRows, compare_layers
@@ -59,6 +66,7 @@ from qcdoctor.probe.quantizers import (
     TorchAoAdapter,
     freeze_observers,
 )
+from qcdoctor.probe.samples import check_samples, checked_badcase, checked_max_samples, is_many
 from qcdoctor.probe.sensitivity import (
     METRICS,
     check_output_names,
@@ -79,7 +87,7 @@ MANIFEST_ITEMS = 500                   # names listed per list of probe_run.yaml
 # replaced or removed there; a new file of the probe gets its name here
 PROBE_FILES = frozenset({"compare_per_layer_out.csv", "compare_per_layer_out.txt",
                          "fx_graph.txt", CALLS_FILE, OWN_ERROR_FILE, FIX_TRIALS,
-                         PROBE_MANIFEST})
+                         PROBE_MANIFEST, BADCASE_FILE, SAMPLE_ERRORS_FILE})
 _SENSITIVITY_FILE = re.compile(r"output_(?P<output>.+)_(?P<metric>" + "|".join(METRICS)
                                + r")_sensitive_ops\.(?:txt|pt)", re.DOTALL)
 _TEMPORARY = ".qcdoctor-"              # a temporary file's or folder's name starts so
@@ -120,6 +128,9 @@ class ProbeResult:
     # None where their outputs could not be compared
     models_match: dict | None = None
     lang: str | None = None                # its display's language (None: the locale's)
+    # the bad-case search over many samples (probe_run.yaml's ``samples``; None: one input)
+    samples: dict | None = None
+    sample_search: object = field(default=None, repr=False)
 
     @property
     def mostly_unmatched(self) -> bool:
@@ -157,7 +168,9 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
                    try_fixes: bool = False, fix_budget: int = fixes.DEFAULT_BUDGET,
                    fix_target=None, fix_metric: str = "Cosine",
                    stages: tuple[str, str] | None = None,
-                   lang: str | None = None) -> ProbeResult:
+                   lang: str | None = None, max_samples: int | None = None,
+                   badcase: int | None = None,
+                   sample_tolerance: float | None = None) -> ProbeResult:
     """Compare every layer output of ``analysis`` with ``baseline`` on ``inputs`` and write
     compare_per_layer_out.{csv,txt}, the sensitivity tables and probe_run.yaml to ``out_dir``.
 
@@ -168,7 +181,14 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
     baseline first (``result.models_match``, probe_run.yaml's ``models_match``).
 
     inputs: a tensor, a tuple/list of positional arguments, or a dict of keyword
-    arguments for one forward call; every value finite. names: names of the model
+    arguments for one forward call; every value finite. Or many samples: a
+    ``torch.utils.data.DataLoader`` (each batch one call, shuffle off) or
+    ``qcdoctor.probe.Samples(iterable)`` (each item one call's inputs): both models run
+    over every sample first (at most ``max_samples``), writing badcase.txt and
+    sample_errors.csv, and the layers are read on the worst sample (by ``metric``, on the
+    output whose worst is largest) or on sample ``badcase``. A sample shows the error
+    where an output's Cosine is below ``sample_tolerance`` (default: the clean band's
+    0.999); the fix trials run on the sample read. names: names of the model
     outputs (default: their position or key), each usable in a file name. device: move
     both models and the inputs there (default: the models stay where they are, the
     inputs follow the analysis model). Both models run in eval mode with their
@@ -209,7 +229,19 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
         check_output_names(names, metric)
     checked_device(device)
     self_baseline = is_self_baseline(baseline)
-    check_finite_inputs(inputs)
+    many = is_many(inputs)
+    max_samples = checked_max_samples(max_samples)
+    badcase = checked_badcase(badcase)
+    if not many and (max_samples is not None or badcase is not None):
+        raise QcdoctorError("max_samples and badcase choose among many samples, and the "
+                            "inputs are one call's", key="max_samples" if badcase is None
+                            else "badcase",
+                            fix="give the samples as a DataLoader or qcdoctor.probe.Samples("
+                                "...), or leave max_samples and badcase out")
+    if many:
+        check_samples(inputs)
+    else:
+        check_finite_inputs(inputs)
     goal = fixes.check_options(fix_budget, fix_target, fix_metric) if try_fixes else None
     adapter = adapter or TorchAoAdapter()
     if try_fixes:
@@ -223,7 +255,8 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
     if self_baseline:
         baseline = fake_quant_off_copy(analysis, adapter)
     target = device or _device_of(analysis)
-    args, kwargs = _call_args(_to(inputs, target))
+    search = None
+    args, kwargs = ((), {}) if many else _call_args(_to(inputs, target))
 
     def run(model):
         return model(*args, **kwargs)
@@ -238,6 +271,14 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
         _eval(analysis)
         # frozen torch.ao fake quants computed in place, same values (probe/fast_quant.py)
         fast = FastQuantizers(every[0] + every[1])
+        if many:
+            # the bad-case search: both models over every sample, the layers then read
+            # on the worst one
+            search = search_samples(baseline, analysis, inputs, partial(_to, device=target),
+                                    metric=metric, names=names, max_samples=max_samples,
+                                    badcase=badcase, keep=1,
+                                    tolerance=sample_tolerance, progress=progress)
+            args, kwargs = _call_args(_to(search.kept[search.chosen], target))
         # R5.3: the two models without quantization, one forward (none where the baseline
         # is the analysis model with every fake quant off), before the layers are read;
         # on copies of the inputs, so the layer runs get the inputs as they were given
@@ -276,6 +317,8 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
     result.flow = _flow(analysis, adapter)
     result.baseline_model = "self" if self_baseline else "given"
     result.models_match = matched
+    result.sample_search = search
+    result.samples = None if search is None else search.summary()
     result.warnings += _match_warnings(matched, failed)
     _write_comparison(out, earlier, result, layers, tables, analysis_model_type, metric)
     try:
@@ -821,7 +864,7 @@ def _write_comparison(out: Path, earlier: list[str], result: ProbeResult, layers
         out.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f"{_TEMPORARY}probe-", suffix=".tmp", dir=out))
         try:
-            staged = _stage(staging, layers, tables, metric)
+            staged = _stage(staging, layers, tables, metric, result.sample_search)
             with _folder_lock(out):
                 # another probe into this folder may have put its files in place since this
                 # one looked: read what is there again, under the lock
@@ -861,7 +904,8 @@ def _folder_lock(out: Path):
         os.close(fd)                    # releases the lock
 
 
-def _stage(staging: Path, layers: LayerRows, tables: dict, metric: str) -> list[str]:
+def _stage(staging: Path, layers: LayerRows, tables: dict, metric: str,
+           sample_search=None) -> list[str]:
     """The comparison's files written into ``staging``; their names, in order."""
     paths = _write_compare(staging, layers.rows)
     if layers.graph is not None:
@@ -877,6 +921,8 @@ def _stage(staging: Path, layers: LayerRows, tables: dict, metric: str) -> list[
         for fmt in ("txt", "pt"):
             paths.append(write_sensitivity(staging, rows, output=name, metric=metric,
                                            flops=False, fmt=fmt))
+    if sample_search is not None:
+        paths += [write_badcase(staging, sample_search), write_sample_errors(staging, sample_search)]
     return [Path(path).name for path in paths]
 
 
@@ -1000,6 +1046,8 @@ def _write_manifest(result: ProbeResult, kind: str, metric: str,
                 "flow": result.flow,
                 # layer_own_error.csv's rows measured, and those not measured by reason
                 "own_error": result.own_error,
+                # the bad-case search over many samples (None: one input)
+                "samples": result.samples,
                 "alignment": alignment,
                 "unmatched": unmatched,
                 "changed_in_place": listed("changed_in_place", result.changed_in_place),

@@ -163,20 +163,66 @@ def _same_path(a: str, b: str) -> bool:
 def load_inputs(path: Path):
     """A tensor, a tuple/list of positional arguments or a dict of keyword arguments, its
     values finite."""
-    import torch
-
     from qcdoctor.probe.compare import check_finite_inputs
     if not path.is_file():
         raise QcdoctorError("file not found", file=str(path),
                             fix="save the inputs with torch.save(tensor_or_tuple, path)")
-    try:
-        inputs = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - torch raises many kinds for bad files
-        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise QcdoctorError(f"cannot load the inputs ({first})", file=str(path),
-                            fix="save only tensors, in a tuple, list or dict, with torch.save") from None
-    if not isinstance(inputs, (torch.Tensor, tuple, list, dict)):
-        raise QcdoctorError(f"holds a {type(inputs).__name__}", file=str(path),
-                            fix="save a tensor, or a tuple/list/dict of the forward's arguments")
+    inputs = _loaded(path, "the inputs")
     check_finite_inputs(inputs, file=str(path))
     return inputs
+
+
+def load_samples(path: Path):
+    """``--samples``: a file holding a list (or tuple) of samples, each one forward call's
+    inputs, or a folder of sample files (``*.pt``, one sample each, in name order: loaded
+    one at a time, as the search reaches them). Both load as ``--inputs`` does."""
+    from qcdoctor.probe.samples import Samples
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix == ".pt" and p.is_file())
+        if not files:
+            raise QcdoctorError("holds no sample files (*.pt)", file=str(path),
+                                fix="save each sample with torch.save(sample, "
+                                    "folder / f'{index:05d}.pt')")
+        return Samples(SampleFiles(files))
+    if not path.is_file():
+        raise QcdoctorError("file or folder not found", file=str(path),
+                            fix="give a file holding a list of samples (torch.save(list_of_"
+                                "samples, path)) or a folder of sample files")
+    samples = _loaded(path, "the samples")
+    if not isinstance(samples, (list, tuple)):
+        raise QcdoctorError(f"holds a {type(samples).__name__}, not a list of samples",
+                            file=str(path),
+                            fix="save a list of samples (each a tensor, a tuple of arguments "
+                                "or a dict), or give one call's inputs with --inputs")
+    return Samples(samples)
+
+
+class SampleFiles:
+    """Sample files loaded one at a time, in order, each pass again: the samples need
+    not fit in memory together."""
+
+    def __init__(self, files: list[Path]):
+        self.files = files
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __iter__(self):
+        for path in self.files:
+            yield _loaded(path, "the sample")
+
+
+def _loaded(path: Path, what: str):
+    """``torch.load`` with ``weights_only=True``: tensors in tuples, lists and dicts."""
+    import torch
+    try:
+        value = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds for bad files
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise QcdoctorError(f"cannot load {what} ({first})", file=str(path),
+                            fix="save only tensors, in a tuple, list or dict, with "
+                                "torch.save") from None
+    if not isinstance(value, (torch.Tensor, tuple, list, dict)):
+        raise QcdoctorError(f"holds a {type(value).__name__}", file=str(path),
+                            fix="save a tensor, or a tuple/list/dict of the forward's arguments")
+    return value

@@ -34,9 +34,21 @@ def declare(command) -> None:
                               "beyond quantization)")
     command.add_argument("--analysis", required=True, metavar="MOD:ATTR",
                          help="the model to check (fake-quantized), or a function returning it")
-    command.add_argument("--inputs", required=True, metavar="FILE.pt",
-                         help="torch.save'd tensor, tuple/list of arguments or dict of keyword "
-                              "arguments (loaded with weights_only=True)")
+    given = command.add_mutually_exclusive_group(required=True)
+    given.add_argument("--inputs", metavar="FILE.pt",
+                       help="one forward call's inputs: torch.save'd tensor, tuple/list of "
+                            "arguments or dict of keyword arguments (loaded with "
+                            "weights_only=True)")
+    given.add_argument("--samples", metavar="FILE_OR_DIR",
+                       help="many samples, each one call's inputs: a .pt file holding a list "
+                            "of them, or a folder of .pt files (one sample each, in name "
+                            "order); both models run over every sample first (badcase.txt, "
+                            "sample_errors.csv), the layers are then read on the worst one")
+    command.add_argument("--max-samples", type=int, metavar="N",
+                         help="with --samples: search only the first N samples")
+    command.add_argument("--badcase", type=int, metavar="INDEX",
+                         help="with --samples: read the layers on this sample (0 is the "
+                              "first) instead of the worst")
     command.add_argument("--out", required=True, metavar="DIR",
                          help="new or empty folder (an earlier probe output there is replaced)")
     command.add_argument("--type", default="fake_quant",
@@ -85,8 +97,9 @@ def run(args, parser) -> int:
     try:
         from qcdoctor.probe import compare_models
         from qcdoctor.probe.compare import check_out_dir, checked_device, checked_stages
-        from qcdoctor.probe.loading import load_inputs, load_model
+        from qcdoctor.probe.loading import load_inputs, load_model, load_samples
         from qcdoctor.probe.model_match import SELF
+        from qcdoctor.probe.samples import checked_badcase, checked_max_samples
         from qcdoctor.probe.sensitivity import check_output_names
     except ImportError as exc:
         raise QcdoctorError(f"qcdoctor probe needs torch ({exc})",
@@ -102,20 +115,30 @@ def run(args, parser) -> int:
         asked, chosen = _stages(args)
         stages = checked_stages(asked, args.type, key="--stages")
         check_out_dir(Path(args.out))
+        if args.inputs is not None and (args.max_samples is not None or
+                                        args.badcase is not None):
+            raise QcdoctorError("--max-samples and --badcase choose among many samples",
+                                key="--max-samples" if args.badcase is None else "--badcase",
+                                fix="give the samples with --samples FILE_OR_DIR")
+        checked_max_samples(args.max_samples, key="--max-samples")
+        checked_badcase(args.badcase, key="--badcase")
         if args.save_fixed is not None:
             _check_save_path(args)
         # self: the analysis model with every fake quant off, made by compare_models
         baseline = SELF if args.baseline.strip() == SELF else \
             load_model(args.baseline, "--baseline")
         analysis = load_model(args.analysis, "--analysis")
-        inputs = load_inputs(Path(args.inputs))
+        inputs = load_inputs(Path(args.inputs)) if args.inputs is not None else \
+            load_samples(Path(args.samples))
+        _check_badcase_index(args, inputs)
         result = compare_models(baseline, analysis, inputs, Path(args.out),
                                 sensitivity=not args.no_sensitivity, metric=args.metric,
                                 names=names, analysis_model_type=args.type,
                                 device=args.device, progress=Progress(verb=words["progress"]),
                                 try_fixes=args.try_fixes, fix_budget=args.fix_budget,
                                 fix_target=args.fix_target, fix_metric=args.fix_metric,
-                                stages=stages, lang=lang)
+                                stages=stages, lang=lang, max_samples=args.max_samples,
+                                badcase=args.badcase)
     from qcdoctor.vocabulary import stage_label
     other = "float,calib" if stages == ("float", "qat") else "float,qat"
     lines = [fill(words[f"stages_{chosen}"], {
@@ -123,6 +146,8 @@ def run(args, parser) -> int:
         "type": args.type, "other": other}, lang),
         fill(words["done"], {"rows": len(result.rows), "out": args.out,
                              "files": len(result.files)}, lang)]
+    if result.samples is not None:
+        lines.append(search_line(result.samples, words, lang))
     if result.baseline_model == SELF:
         lines.append(words["self_baseline"])
     elif result.models_match is not None and not result.models_match["match"]:
@@ -151,6 +176,32 @@ def run(args, parser) -> int:
     return EXIT_OK
 
 
+def _check_badcase_index(args, inputs) -> None:
+    """--badcase past the samples searched, said before any model runs."""
+    from qcdoctor.probe.samples import sample_count
+    if args.badcase is None:
+        return
+    count = sample_count(inputs, args.max_samples)
+    if count is not None and args.badcase >= count:
+        raise QcdoctorError(f"--badcase {args.badcase} is past the last sample searched "
+                            f"({count} samples, 0 to {count - 1})", key="--badcase",
+                            fix="give an index below the number of samples (sample_errors.csv "
+                                "lists them)")
+
+
+def search_line(samples: dict, words: dict, lang: str) -> str:
+    """The bad-case search in one line: on how many samples the error shows, which sample
+    the layers were read on and why."""
+    from qcdoctor.text import render as fill
+    values = {"count": samples["count"], "shown": samples["shown_on"],
+              "tolerance": samples["tolerance_cosine"], "chosen": samples["chosen"],
+              "metric": samples["metric"], "output": samples["output"],
+              "rank": samples["rank"]}
+    shown = words["search_clean"] if samples["shown_on"] == 0 else words["search_shown"]
+    chosen = words["search_given"] if samples["chosen_by"] == "given" else words["search_worst"]
+    return fill(shown, values, lang) + fill(chosen, values, lang)
+
+
 def _stages(args) -> tuple[tuple[str, ...] | None, str]:
     """(--stages as a pair, "given"); without it, a fake_quant probe whose --analysis names
     qat (a word of MOD:ATTR, e.g. models:qat_model) compares float with qat, not with
@@ -171,7 +222,7 @@ def _check_save_path(args) -> None:
         raise QcdoctorError("--save-fixed saves a measured fix: there is none without "
                             "--try-fixes", key="--save-fixed", fix="add --try-fixes")
     output_target(args.save_fixed)
-    if same_file(Path(args.save_fixed), [Path(args.inputs)]):
+    if same_file(Path(args.save_fixed), [Path(args.inputs or args.samples)]):
         raise QcdoctorError("refusing to overwrite an input of this run",
                             file=args.save_fixed, key="--save-fixed",
                             fix="give another file name for the fixed model")
