@@ -52,7 +52,7 @@ class Progress:
     def _eta(self, now: float, done: int, total: int) -> str:
         """The time left, from the pace so far, once a run has taken a few seconds (a short
         one's estimate would only flicker)."""
-        elapsed = now - (self._started or now)
+        elapsed = 0.0 if self._started is None else now - self._started
         if done >= total or elapsed < self.ETA_AFTER or done < 2:
             return " " * 12
         left = elapsed / (done - 1) * (total - done)
