@@ -34,6 +34,11 @@ measured once is never run again (a candidate's int16 trial is reused by the sea
    that layer can give). A trial that does not apply is not run: no such quantizer,
    already 16 bits, weights already per channel, a range that already covers the
    baseline's, qparams the adapter cannot read;
+   Where the reading locates one source (``SINGLE_SOURCE``: a cliff or an outlier, no
+   second source), its remedies go first, those its error kind points to
+   (``REMEDY_ORDER``) before the others, the float trial last, and the trials stop at the
+   first remedy reaching the target: no other candidate, no step 4 (the note
+   ``located_first``); where none reaches it, the other candidates and step 4 follow;
 4. the greedy search for the smallest set of layers whose 16-bit setting (activation and
    weight quantizers) brings the output within the target, with the passes left:
    a. every quantized layer at 16 bits, one pass: when even that misses the target the
@@ -384,11 +389,16 @@ class _Search:
 
     # -- the steps ----------------------------------------------------------------------
 
-    def trials(self, candidates: list[str]) -> tuple[list[dict], list[str]]:
-        """(the trials measured, the candidates tried) within the budget."""
-        trials, tried = [], []
+    def trials(self, candidates: list[str], done: list[dict] = ()) -> tuple[list[dict], list[str]]:
+        """(the trials measured, the candidates tried) within the budget; ``done``: trials
+        measured before (the located source's), kept and not run again."""
+        trials = list(done)
+        tried = list(dict.fromkeys(t["layers"][0] for t in done))
+        measured = {(t["fix"], t["layers"][0]) for t in done}
         for layer in candidates:
             for fix in FIXES:
+                if (fix, layer) in measured:
+                    continue
                 changes = self.changes(fix, layer)
                 if not changes:
                     continue
@@ -412,6 +422,32 @@ class _Search:
                                "forwards": self.copy.spent - spent,
                                "settings": self.settings(changes)})
         return _ranked(trials), tried
+
+    def located(self, layer: str, kind: str) -> tuple[list[dict], bool]:
+        """The trials at the reading's single source, the remedy its error kind points to
+        first (``REMEDY_ORDER``), one pass each, until a remedy reaches the target (then
+        True), the float trial last; (the trials measured, whether one reached it)."""
+        trials = []
+        for fix in remedy_order(kind):
+            changes = self.changes(fix, layer)
+            if not changes:
+                continue
+            spent = self.copy.spent
+            try:
+                value = self.copy.measure(changes, f"{fix} {layer}")
+            except _OutOfBudget:
+                break
+            except Exception as exc:  # noqa: BLE001 - one trial failing is a note, not the end
+                self.notes.append(f"trial_failed: {fix} on {layer}: {_first_line(exc)}")
+                continue
+            if not math.isfinite(value):
+                continue
+            trials.append({"fix": fix, "layers": [layer], **self.figure(value),
+                           "forwards": self.copy.spent - spent,
+                           "settings": self.settings(changes)})
+            if fix != "float" and self.meets(value):
+                return _ranked(trials), True
+        return _ranked(trials), False
 
     def greedy(self, prior: list[str]) -> dict | None:
         """The smallest 16-bit set found (module docstring, step 4), or None."""
@@ -524,6 +560,22 @@ class _Search:
         """What a measured trial set, quantizer by quantizer (fix_trials.yaml's
         ``settings``): enough to set it again exactly (``apply_fix``)."""
         return [setting_of(self.slot(c.slot).name, c.setting, c.module) for c in changes]
+
+
+# the remedies an error kind of the reading points to (knowledge.md §17 R4.3), tried first at
+# a single located source: a clamp wants its range, weights their granularity or bits, a
+# step too coarse its bits
+REMEDY_ORDER = {"truncation": ("fixed_scale",), "weight": ("per_channel", "int16_weight"),
+                "rounding": ("int16_activation", "int16_weight"),
+                "conversion": ("int16_activation", "int16_weight")}
+
+
+def remedy_order(kind: str) -> tuple[str, ...]:
+    """Every fix, those of the error kind first, the float trial (no remedy: the most a fix
+    of the layer can give) last."""
+    first = REMEDY_ORDER.get(kind, ())
+    rest = tuple(f for f in FIXES if f not in first and f != "float")
+    return (*first, *rest, "float")
 
 
 def setting_of(quantizer: str, setting: str, module: TrialFakeQuantize | None) -> dict:
@@ -675,13 +727,24 @@ def try_fixes(copy: nn.Module, adapter: QuantizerAdapter, run: Callable[[nn.Modu
         search.notes.append("no_error: the analysis model's output equals the baseline's; "
                             "there is no error to remove")
     else:
-        sources, steps = _reading(compare_table)
+        read = _reading(compare_table)
         table = tables.get(document["output"]) or []
-        prior = _prior(layers, table, steps)
+        prior = _prior(layers, table, read.steps)
         search.prior_from_table = bool(table)
-        candidates = _candidates(sources, table, prior, layers)
-        document["trials"], document["candidates"] = search.trials(candidates)
-        if not any(n.startswith("budget_spent") for n in search.notes):
+        candidates = _candidates(read.sources, table, prior, layers)
+        done, reached = search.located(read.single, read.kind) \
+            if read.single in layers else ([], False)
+        if reached:
+            best = done[0]
+            search.notes.append(
+                f"located_first: the reading locates one source, {read.single} "
+                f"({read.kind}): its remedies were tried first and {best['fix']} reaches the "
+                f"target after {copy_run.spent} forward passes; no other layer and no set of "
+                f"layers was searched")
+            document["trials"], document["candidates"] = done, [read.single]
+        else:
+            document["trials"], document["candidates"] = search.trials(candidates, done)
+        if not reached and not any(n.startswith("budget_spent") for n in search.notes):
             try:
                 document["greedy"] = search.greedy(prior)
             except Exception as exc:  # noqa: BLE001 - the trials stand; the search is a note
@@ -718,10 +781,16 @@ def _base_ranges(rows: list[dict]) -> dict[str, tuple[float, float]]:
     return ranges
 
 
-def _reading(path: Path) -> tuple[list[str], dict[str, float]]:
-    """(the layers the collectors' reading names as sources, each row's Cosine step below
-    the rows it reads, by layer): the origin, a second source, the row of the largest
-    step."""
+@dataclass
+class _Read:
+    sources: list[str]                  # the origin, a second source, the largest step
+    steps: dict[str, float]             # each layer's Cosine step below the rows it reads
+    single: str | None = None           # the one source a located single-source reading names
+    kind: str = "unclear"               # its error kind
+
+
+def _reading(path: Path) -> _Read:
+    """What the collectors' reading of the comparison says, for the trials."""
     layers, reading = read_folder(path)
     frame = layers.frame
     names = [str(n).strip() for n in frame["mod_name"]] if "mod_name" in frame else []
@@ -732,7 +801,13 @@ def _reading(path: Path) -> tuple[list[str], dict[str, float]]:
     steps: dict[str, float] = {}
     for name, step in zip(names, reading.steps, strict=True):
         steps[name] = max(steps.get(name, 0.0), float(step))
-    return sources, steps
+    single = names[reading.origin] if reading.pattern in SINGLE_SOURCE and \
+        reading.origin is not None and reading.second is None and names else None
+    return _Read(sources, steps, single, reading.kind if single else "unclear")
+
+
+# the reading's patterns that name one source (no second, no accumulation)
+SINGLE_SOURCE = ("cliff", "outlier")
 
 
 def _prior(layers: dict[str, _Layer], table: list[tuple],
