@@ -24,12 +24,24 @@ from qcdoctor.source_locations import at, case_key, joined
 from qcdoctor.vocabulary import analysis_type, needs_two_runs, torch_vs_bc
 
 SUFFICIENT_EVIDENCE = ("dataset_eval", "reproducible_badcase", "multi_frame_visual")
+BADCASE_EVIDENCE = "reproducible_badcase"
 
 
-def case_fact(case: Case) -> dict:
+def searched_badcases(artifacts: list[dict]) -> list[dict]:
+    """The probe's bad-case searches in the case folder that found the output error on at
+    least one sample: each is a stable, reproducible bad case (knowledge.md §3, §4), its
+    index named and its inputs replayable from the samples searched."""
+    return [f for f in artifacts if f["type"] == "sample_search" and f["shown"] != "none"]
+
+
+def case_fact(case: Case, artifacts: list[dict] = ()) -> dict:
+    """What case.yaml says of the case; its bad case ``available`` where a probe's search in
+    the folder found one, whatever case.yaml says (the folder shows it: the rules that ask
+    for a bad case, or hold QuantAnalysis back without one, read this one field)."""
     deploy = case.get("deploy", {})
+    badcase = "available" if searched_badcases(artifacts) else case.get("badcase", "unknown")
     return {"type": "case", "symptom_given": bool(case.get("symptom", "").strip()),
-            "badcase": case.get("badcase", "unknown"), "retrain": case.get("retrain", "unknown"),
+            "badcase": badcase, "retrain": case.get("retrain", "unknown"),
             "fake_quant_state": case.get("fake_quant_state", "unknown"),
             "input_format_differs": case.get("input_format_differs", False),
             "has_task_input": case.get("has_task_input", False),
@@ -50,15 +62,27 @@ def _filled_keys(value, path: str) -> list[str]:
                      for key in _filled_keys(inner, f"{path}.{name}")] if value else []
 
 
-def evidence_facts(case: Case) -> list[dict]:
+def evidence_facts(case: Case, artifacts: list[dict] = ()) -> list[dict]:
+    """The kinds of evidence case.yaml states, and those the case folder shows: a probe's
+    bad-case search that found the output error on at least one sample is a stable,
+    reproducible bad case (knowledge.md §3), whatever case.yaml says (a kind it states
+    too keeps case.yaml's provenance)."""
     kinds = case.get("evidence", [])
     src, where = case.source("evidence"), case_key(case, "evidence")
     facts = [{"type": "evidence", "kind": k, "source": src, "locations": where}
              for k in dict.fromkeys(kinds)]
+    searched = searched_badcases(artifacts)
+    if searched and BADCASE_EVIDENCE not in kinds:
+        facts.append({"type": "evidence", "kind": BADCASE_EVIDENCE,
+                      "source": "; ".join(f["source"] for f in searched),
+                      "locations": joined(*searched)})
+    kinds = [f["kind"] for f in facts]
     sufficient = any(k in SUFFICIENT_EVIDENCE for k in kinds)
+    stated = [src] if case.get("evidence") else []
     facts.append({"type": "evidence_summary", "given": bool(kinds), "sufficient": sufficient,
-                  "single_frame_only": bool(kinds) and not sufficient, "source": src,
-                  "locations": where})
+                  "single_frame_only": bool(kinds) and not sufficient,
+                  "source": "; ".join(stated + [f["source"] for f in searched]) or src,
+                  "locations": joined(where, *searched)})
     return facts
 
 
@@ -299,7 +323,7 @@ def collect_case(case: Case, *, environ=None, cwd: Path | None = None,
     artifacts = [next(checks) if f["type"] == "march_check" else f for f in artifacts]
     stages = with_stage_locations(derive_stage_facts(case, dump_pairs), case, dump_pairs)
     place_folders(artifacts, stages, case)
-    return (stages + [case_fact(case)] + evidence_facts(case)
+    return (stages + [case_fact(case, artifacts)] + evidence_facts(case, artifacts)
             + with_prepare_environment(platform + version_facts(case, installed), artifacts)
             + user_check_facts(case) + [consistency_fact(case)]
             + analysis_facts(case, _sensitivity_folders(artifacts),

@@ -20,6 +20,10 @@ SCRIPT_LIST_ITEMS = 100_000     # items of a list constant in a compile script (
 # is no such output, and reading it on would cost time and memory by its width
 TABLE_COLUMNS = 500             # columns in a table's header
 TABLE_LINE_BYTES = 65_536       # bytes in one line of a table, header or row
+# sample_errors.csv (the probe's bad-case search): a line per sample and output, each
+# sample two forward passes; a million lines is far past any search one waits for, and
+# the chosen output's Cosine of each sample is held for the report's plot
+SAMPLE_ERROR_LINES = 1_000_000
 
 
 def size_text(count: int) -> str:

@@ -13,6 +13,8 @@ SENSITIVITY_RE = re.compile(r"^output_(?P<output>.+?)(?:_case_(?P<case>\d+))?_(?
 PROBE_MANIFEST = "probe_run.yaml"
 # written beside it by ``qcdoctor probe --try-fixes``: the remedies it measured
 FIX_TRIALS = "fix_trials.yaml"
+# written beside it by a probe over many samples: each sample's error on each output
+SAMPLE_ERRORS = "sample_errors.csv"
 
 
 def load_probe_manifest(path):

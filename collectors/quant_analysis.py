@@ -24,6 +24,7 @@ from qcdoctor.collectors.qa_files import (
     COMPARE_NAMES,
     FIX_TRIALS,
     PROBE_MANIFEST,
+    SAMPLE_ERRORS,
     SENSITIVITY_RE,
     load_probe_manifest,
     run_for,
@@ -208,7 +209,10 @@ def _probe_manifest(path: Path) -> dict:
             "flow": flow if flow in PROBE_FLOWS else "other",
             # knowledge.md §16 R3.10: a sensitivity the probe ran counts as run
             "sensitivity": data.get("sensitivity") is True,
-            "tables": [n for n in map(str, listed) if SENSITIVITY_RE.match(n)]}
+            "tables": [n for n in map(str, listed) if SENSITIVITY_RE.match(n)],
+            # a probe over many samples: its bad-case search, checked when read
+            # (collectors/sample_search.py); None for a one-input probe
+            "samples": data.get("samples")}
 
 
 def _missing_probe_tables(probe: dict | None, found: dict, prel: str) -> list[dict]:
@@ -601,6 +605,8 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
             top_weight = summary["top_op"]
     if probe is not None:                   # R5.3: do the models differ beyond quantization
         facts += model_match_facts(facts, found[PROBE_MANIFEST], rel, prel)
+    if probe is not None and probe["samples"] is not None:
+        facts += _sample_search(facts, probe["samples"], found, rel, prel, files)
     for name in ADVISOR_NAMES:
         if name in found:
             arel = f"{rel}/{name}" if rel != "." else name
@@ -643,6 +649,32 @@ def _folder_facts(case, folder, rel, graph, trust_pickles, limits, files,
         input_scales += _input_scales(folder, rel, compare, crel if compare is not None else "",
                                       analysis_stage, facts, files)
     return facts
+
+
+def _sample_search(facts: list[dict], samples, found: dict, rel: str, prel: str,
+                   files: CaseFiles) -> list[dict]:
+    """The probe's bad-case search (knowledge.md §3, §8): probe_run.yaml's ``samples``
+    and sample_errors.csv, as one sample_search fact and its plot series. A bad
+    ``samples`` leaves the search out; a bad sample_errors.csv leaves the search to the
+    manifest's figures; files of two different searches leave it out. Each is one problem
+    naming the file and the key or line."""
+    from qcdoctor.collectors.sample_errors import load_sample_errors
+    from qcdoctor.collectors.sample_search import read_samples, search_facts
+    try:
+        checked = read_samples(samples)
+    except ValueError as exc:
+        return [_problem(prel, joined([of_exception(exc),
+                                       reason("the bad-case search is left out")]), True, prel)]
+    erel = f"{rel}/{SAMPLE_ERRORS}" if rel != "." else SAMPLE_ERRORS
+    errors = None
+    if SAMPLE_ERRORS in found:
+        errors = _read(facts, erel, load_sample_errors, found[SAMPLE_ERRORS], checked["output"],
+                       checked["chosen"], files=files, kind="table")
+    try:
+        return search_facts(checked, errors, rel, prel, erel)
+    except ValueError as exc:
+        return [_problem(erel, joined([of_exception(exc),
+                                       reason("the bad-case search is left out")]), False, erel)]
 
 
 def _graph(case: Case, facts: list[dict], files: CaseFiles) -> Graph | None:

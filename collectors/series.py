@@ -18,8 +18,10 @@ if TYPE_CHECKING:       # numpy and pandas load only for cases with tables (see 
     from qcdoctor.collectors.sensitivity import SensitivityFile
 
 # fix_trials_series: a whole fix_trials.yaml (collectors/fix_trials.py), for the report's
-# fix_trials section and its chart
-SERIES_TYPES = ("layer_series", "sensitivity_series", "dump_series", "fix_trials_series")
+# fix_trials section and its chart; sample_series: the chosen output's per-sample Cosine of
+# a probe's bad-case search (collectors/sample_search.py), for its plot
+SERIES_TYPES = ("layer_series", "sensitivity_series", "dump_series", "fix_trials_series",
+                "sample_series")
 KEEP_ALL = 1500          # tables up to this many rows are kept whole
 BUCKETS = 400            # above it: per bucket the min and max of each metric
 SENSITIVITY_TOP = 15     # ops shown per sensitivity table

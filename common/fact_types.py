@@ -51,6 +51,12 @@ FIX_METRICS = ("Cosine", "L1", "MSE")
 # the layers of one trial in one text field: qualified names joined by this (a name holding
 # a comma is refused when read, so splitting on it gives the names back exactly)
 LAYER_SEPARATOR = ", "
+# the probe's bad-case search (probe_run.yaml's samples, sample_errors.csv): the metrics
+# of each sample's error, in the file's column order; how the sample the layers were read
+# on was chosen (the worst, or given with --badcase); on how many samples the error shows
+SAMPLE_METRICS = ("L1", "MSE", "KL", "ATOL", "Cosine", "SQNR")
+SAMPLE_CHOSEN_BY = ("worst", "given")
+SAMPLE_SHOWN = ("none", "some", "all")
 # knowledge.md §17 R4.5: the step a QuantAnalysis folder speaks for (qa_folder.scope)
 FOLDER_SCOPES = ("unplaced", "located", "recovered", "other_step", "invalid_run", "postprocess",
                  # a stage against itself (two calibrations, a model and its copy): R5.6
@@ -348,6 +354,27 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                         "message": _s(default="")},
     "badcase_spread": {"analysis": _s(default=""), "metrics": _i(0), "distinct_indices": _i(0),
                        "spread": _b()},
+    # the probe's bad-case search of one folder (collectors/sample_search.py): ``count``
+    # samples searched; a sample shows the error where an output's Cosine is below
+    # tolerance_cosine (``shown_on`` samples, ``shown`` none / some / all of them). The
+    # layers were read on sample ``chosen``: the worst by ``metric`` on ``output`` (the one
+    # whose worst is largest), or given (--badcase), ``rank`` there (1: the worst).
+    # metric_worst: the worst sample by the metric on that output. ``outputs``: how many;
+    # spread: their worst samples differ. The chosen output's per-sample Cosine (from
+    # ``cosines_from``): median, worst (of worst_sample), the chosen sample's and whether
+    # it shows the error there, each known only where *_known (chosen_shows: unknown);
+    # nonfinite: samples whose Cosine is not a number. replayable: a second pass gives
+    # the same samples; kept: the worst samples kept for fix trials
+    "sample_search": {"analysis": _s(default=""), "count": _i(0),
+                      "metric": _s(*SAMPLE_METRICS), "tolerance_cosine": _f(),
+                      "chosen": _i(0), "chosen_by": _s(*SAMPLE_CHOSEN_BY),
+                      "output": _s(default=""), "rank": _i(1), "metric_worst": _i(0),
+                      "shown_on": _i(0), "shown": _s(*SAMPLE_SHOWN), "spread": _b(),
+                      "outputs": _i(0), "median_cosine": _f(), "median_known": _b(),
+                      "worst_cosine": _f(), "worst_known": _b(), "worst_sample": _i(),
+                      "chosen_cosine": _f(), "chosen_known": _b(),
+                      "chosen_shows": _s(*TRISTATE), "nonfinite": _i(0), "kept": _i(0),
+                      "replayable": _b(True), "cosines_from": _s("sample_errors", "manifest")},
     "weight_stat": {"analysis": _s(default=""), "module": _s(default=""), "min": _f(),
                     "max": _f(), "dtype": _s(default="")},
     "model_check": {"kind": _s(*MODEL_CHECK_KINDS), "count": _i(0), "modules": _s(default=""),

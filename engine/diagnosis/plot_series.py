@@ -1,8 +1,8 @@
 """The ``series`` section of the JSON report: the values behind every plot.
 
-Stage values come from the stage facts; per-layer, sensitivity and dump series from the
-collectors (``qcdoctor.collectors.series``), already decimated. The checklist plot draws
-the report's ``checklist`` section itself.
+Stage values come from the stage facts; per-layer, sensitivity, dump and per-sample
+series from the collectors (``qcdoctor.collectors.series``, ``.sample_search``), already
+decimated. The checklist plot draws the report's ``checklist`` section itself.
 """
 
 from __future__ import annotations
@@ -37,4 +37,6 @@ def series_section(facts: list[dict], series: list[dict]) -> dict:
             "first_abnormal": next((s["stage"] for s in stages if s["status"] == "abnormal"),
                                    None),
             "layers": of("layer_series"), "sensitivity": of("sensitivity_series"),
-            "dumps": of("dump_series")}
+            "dumps": of("dump_series"),
+            # a probe's bad-case search: the chosen output's Cosine per sample
+            "samples": of("sample_series")}

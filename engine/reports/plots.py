@@ -44,7 +44,7 @@ COSINE = (-1.001, 1.001)  # a cosine similarity, rounding aside
 @dataclass
 class Plot:
     id: str
-    kind: str           # stages, layers, sensitivity, dumps, fixes, audit: where the page shows it
+    kind: str           # stages, layers, sensitivity, dumps, samples, fixes, audit: where shown
     caption: str
     svg: str
 
@@ -473,6 +473,56 @@ def fix_bars(run: dict, index: int, L: dict, shown: int) -> Plot:
     return Plot(plot_id, "fixes", _noted(C["caption"], left_out, L), _svg(fig, plot_id))
 
 
+@_with_settings
+def sample_cosines(search: dict, index: int, L: dict) -> Plot:
+    """A probe's bad-case search: the chosen output's Cosine of every sample, sorted worst
+    first, against the clean band's lower edge (dashed; below it the error shows), with
+    the sample the layers were read on marked."""
+    P = L["view"]["plot"]
+    points, left_out = _charted(search["points"], {"cosine": COSINE})
+    drawn = [p for p in points if p["cosine"] is not None]
+    tolerance = search["tolerance"]
+    fig, axes = _figure(8.5, 3.4)
+    ax = axes[0][0]
+    ax.plot([p["position"] for p in drawn], [p["cosine"] for p in drawn], color=BLUE,
+            linewidth=1, marker="o", markersize=3, label=P["sample_values"])
+    values = [p["cosine"] for p in drawn] + [tolerance]
+    low, high = min(values), max(values)
+    pad = max((high - low) * 0.08, 1e-4)
+    ax.set_ylim(low - pad, min(high + pad, COSINE[1]))
+    ax.axhspan(low - pad, tolerance, color=RED, alpha=0.07, label=P["sample_shown"])
+    ax.axhline(tolerance, color=RED, linestyle="--", linewidth=1,
+               label=P["sample_tolerance"].format(tolerance=f"{tolerance:.6g}"))
+    chosen, position = search["chosen_cosine"], search["chosen_position"]
+    if chosen is not None and position is not None and _drawable(chosen, *COSINE):
+        ax.scatter([position], [chosen], color="#000000", marker="v", s=70, zorder=4,
+                   label=P["sample_chosen"].format(sample=search["chosen"]))
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))     # positions are whole
+    last = drawn[-1]["position"] if drawn else 0          # the best sample's place
+    ax.set_xlim(-0.5, max(last, 1) + 0.5)
+    ax.set_xlabel(P["sample_x"])
+    ax.set_ylabel("Cosine")
+    ax.set_title(P["sample_title"].format(analysis=_short(search["analysis"]),
+                                          output=_short(search["output"])))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+
+    def shown(value) -> str:
+        return "—" if value is None else f"{value:.6g}"
+    caption = P["sample_caption"].format(shown=search["shown_on"], count=search["count"],
+                                         tolerance=f"{tolerance:.6g}", output=search["output"],
+                                         median=shown(search["median"]),
+                                         worst=shown(search["worst"]), chosen=search["chosen"])
+    if search["chosen_position"] is None:
+        caption += " " + P["sample_chosen_off"].format(chosen=search["chosen"])
+    if search["decimated"]:
+        caption += " " + P["sample_decimated"].format(shown=len(points), count=search["count"])
+    plot_id = f"plot-samples-{index}"
+    return Plot(plot_id, "samples", _noted(caption, left_out + search["nonfinite"], L),
+                _svg(fig, plot_id))
+
+
 def report_plots(report: dict, L: dict, kinds: set[str] | None = None) -> list[Plot]:
     """Every plot the report's data supports, in reading order; only ``kinds`` when given
     (an audit page shows the checklist alone: the rest would be drawn for nothing)."""
@@ -489,6 +539,8 @@ def report_plots(report: dict, L: dict, kinds: set[str] | None = None) -> list[P
                  for i, t in enumerate(series["sensitivity"]) if t["ops"]]
     drawings += [("dumps", partial(dump_bars, p, i, L, lang))
                  for i, p in enumerate(series["dumps"]) if p["outputs"]]
+    drawings += [("samples", partial(sample_cosines, t, i, L))
+                 for i, t in enumerate(series.get("samples") or []) if t["points"]]
     # index i matches the view's plot-fixes-i of the same file
     drawings += [("fixes", partial(fix_bars, run, i, L, FIX_TRIALS_SHOWN))
                  for i, run in enumerate(visible_data(report.get("fix_trials") or []))

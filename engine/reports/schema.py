@@ -107,7 +107,9 @@ REPORT_SPEC = Mapping({
                        "first_abnormal": Anything(),
                        "layers": ListOf(Mapping(values=Anything())),
                        "sensitivity": ListOf(Mapping(values=Anything())),
-                       "dumps": ListOf(Mapping(values=Anything()))}),
+                       "dumps": ListOf(Mapping(values=Anything())),
+                       # a probe's bad-case search: per-sample Cosine (reports before it: none)
+                       "samples": ListOf(Mapping(values=Anything()))}),
     # remedies qcdoctor probe --try-fixes measured, one entry per fix_trials.yaml read
     # (docs/reports.md); a case without one has no such key
     "fix_trials": ListOf(Mapping({

@@ -92,7 +92,7 @@ def view_model(report: dict) -> dict:
         "stage_rows": rows,
         "directions": _directions(stages, L),
         "platform_text": f"{plat}{L['semicolon']}{L['semicolon'].join(versions)}",
-        "badcase": id_words(case.get("badcase", "unknown"), lang),
+        "badcase": _badcase_text(report, case, L, lang),
         "evidence_kinds": L["list"].join(kinds) or L["not_given"],
         "checks": checks, "fixes_applied": fixes, "qa_summary": qa, "qa_folders": folders,
         "located": _located(report, folders, L, lang),
@@ -312,6 +312,9 @@ def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:
         for sens in (f for f in facts_of(report, "sensitivity_summary") if f["analysis"] == name):
             lines.append(fill(L["qa"]["sensitivity"],
                               {**sens, "where": source_text(sens["source"], lang)}, lang))
+        search = one("sample_search")
+        if search:
+            lines.append(_sample_search_line(search, L, lang))
         comparison = folder["comparison"]
         if folder["baseline"]:
             comparison += (f"{L['colon']}{stage_label(folder['baseline'], lang)}{L['versus']}"
@@ -319,6 +322,38 @@ def _qa_folders(report: dict, L: dict, lang: str) -> list[dict]:
         out.append({"name": name, "comparison": comparison,
                     "known_from": id_words(folder["known_from"], lang), "lines": lines})
     return out
+
+
+def _badcase_text(report: dict, case: dict, L: dict, lang: str) -> str:
+    """The case's bad case in words; where a probe's search in the folder found it, which
+    search and its worst sample (case.yaml may say otherwise: the folder shows it)."""
+    words = id_words(case.get("badcase", "unknown"), lang)
+    found = next((f for f in facts_of(report, "sample_search") if f["shown"] != "none"), None)
+    if found is None:
+        return words
+    # the worst by the search's metric, not the sample a --badcase chose (it may be clean)
+    return fill(L["badcase_found"], {"words": words, "analysis": found["analysis"],
+                                     "sample": found["metric_worst"]}, lang)
+
+
+def _sample_search_line(search: dict, L: dict, lang: str) -> str:
+    """A probe's bad-case search in figures, the text of its plot: the chosen output's
+    median and worst Cosine over the samples, on how many the error shows, the sample the
+    layers were read on."""
+    Q = L["qa"]
+    worst = search["worst_known"]
+    return fill(Q["samples"], {
+        "output": search["output"], "count": search["count"],
+        "median": f"{search['median_cosine']:.6g}" if search["median_known"] else L["unknown"],
+        "worst": f"{search['worst_cosine']:.6g}" if worst else L["unknown"],
+        "worst_at": fill(Q["samples_worst_at"], {"sample": search["worst_sample"]}, lang)
+        if worst else "",
+        "shown_on": search["shown_on"], "tolerance": f"{search['tolerance_cosine']:.6g}",
+        "chosen": search["chosen"],
+        "nonfinite": fill(Q["samples_nonfinite"], {"count": search["nonfinite"]}, lang)
+        if search["nonfinite"] else "",
+        "from_manifest": Q["samples_manifest"] if search["cosines_from"] == "manifest" else ""},
+        lang)
 
 
 def _located(report: dict, folders: list[dict], L: dict, lang: str) -> list[str]:

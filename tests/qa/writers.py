@@ -6,6 +6,7 @@ product's own writer (the one ``qcdoctor probe`` uses); the rest follows the rea
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from qcdoctor.collectors.qa_writers import (  # noqa: F401 - re-exported for the tests
@@ -98,3 +99,110 @@ def write_model_check(path: Path, *, unfused=(), called=(), dequant_qint8=(), av
                                                      rows, index=False))
     path.write_text("\n".join(parts), encoding="utf-8")
     return path
+
+
+# the probe's bad-case search (probe/badcase_files.py, probe/badcase_search.py): the
+# metrics of sample_errors.csv in its column order, and how each is made from a sample's
+# Cosine here (an error falls as the Cosine rises, so the worst by L1 has the lowest Cosine)
+SAMPLE_METRICS = ("L1", "MSE", "KL", "ATOL", "Cosine", "SQNR")
+_FROM_COSINE = {"L1": lambda c: 3.0 * (1.0 - c), "MSE": lambda c: 10.0 * (1.0 - c),
+                "KL": lambda c: 0.5 * (1.0 - c), "ATOL": lambda c: 7.0 * (1.0 - c),
+                "Cosine": lambda c: c, "SQNR": lambda c: 40.0 * c - 30.0}
+_ASCENDING = ("Cosine", "SQNR")                 # smaller is worse
+
+
+def _cell(value: float) -> str:
+    """A number as the probe writes it: 7 decimals, ``nan`` for NaN."""
+    if value != value:
+        return "nan"
+    return f"{value:.7f}" if abs(value) < 1e15 else repr(value)
+
+
+def sample_errors_text(cosines: dict[str, list[float]], tolerance: float = 0.999) -> str:
+    """sample_errors.csv as qcdoctor probe writes it: ``cosines`` is output name -> that
+    output's Cosine of each sample (every output the same number of samples)."""
+    import csv
+    import io
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(("sample", "output", *SAMPLE_METRICS, "shown"))
+    count = len(next(iter(cosines.values())))
+    for sample in range(count):
+        for name, values in cosines.items():
+            cosine = values[sample]
+            writer.writerow([sample, name, *(_cell(_FROM_COSINE[m](cosine)) for m in SAMPLE_METRICS),
+                             int(not cosine >= tolerance)])
+    return out.getvalue()
+
+
+def _badness(value: float, metric: str) -> float:
+    if value != value:
+        return -math.inf
+    return value if metric in _ASCENDING else -value
+
+
+def samples_summary(cosines: dict[str, list[float]], *, metric: str = "L1",
+                    tolerance: float = 0.999, badcase: int | None = None,
+                    keep: int = 3, replayable: bool = True) -> dict:
+    """probe_run.yaml's ``samples`` for those Cosines, computed as the probe does: the
+    worst sample by ``metric`` per output, the chosen output (its worst the largest), the
+    chosen sample (the worst, or ``badcase``) and its rank there, where the error shows."""
+    names = list(cosines)
+    count = len(cosines[names[0]])
+
+    def value(sample, name):
+        return _FROM_COSINE[metric](cosines[name][sample])
+
+    def key(sample, name):
+        return (_badness(value(sample, name), metric), sample)
+    worst = {name: min(range(count), key=lambda s, n=name: key(s, n)) for name in names}
+    output = min(names, key=lambda n: (_badness(value(worst[n], n), metric), names.index(n)))
+    chosen = worst[output] if badcase is None else badcase
+    mine = _badness(value(chosen, output), metric)
+    rank = 1 + sum(_badness(value(s, output), metric) < mine for s in range(count))
+
+    def shows(sample, names_=names):
+        return any(not cosines[n][sample] >= tolerance for n in names_)
+
+    def median(values):
+        finite = sorted(v for v in values if v == v)
+        if not finite:
+            return None
+        middle = len(finite) // 2
+        found = finite[middle] if len(finite) % 2 else (finite[middle - 1] + finite[middle]) / 2
+        return round(found, 7)
+    per_output = {name: {"worst": worst[name],
+                         "worst_value": None if value(worst[name], name) != value(worst[name], name)
+                         else round(value(worst[name], name), 7),
+                         "median_cosine": median(cosines[name]),
+                         "shown_on": sum(shows(s, [name]) for s in range(count))}
+                  for name in names}
+    ranked = sorted(range(count), key=lambda s: key(s, output))
+    return {"count": count, "metric": metric, "tolerance_cosine": tolerance, "chosen": chosen,
+            "chosen_by": "worst" if badcase is None else "given", "output": output,
+            "rank": rank, "shown_on": sum(shows(s) for s in range(count)),
+            "spread": len(set(worst.values())) > 1, "outputs": per_output,
+            "kept_worst": ranked[:keep], "replayable": replayable}
+
+
+def write_probe_search(folder: Path, cosines: dict[str, list[float]], *,
+                       samples: dict | None = None, errors_text: str | None = None,
+                       **options) -> Path:
+    """A probe folder's bad-case search: ``samples`` (default: ``samples_summary`` of the
+    Cosines with ``options``) into its probe_run.yaml (written with the probe's keys if
+    there is none), and sample_errors.csv (``errors_text`` as it is, when given)."""
+    import yaml
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest_path = folder / "probe_run.yaml"
+    manifest = yaml.safe_load(manifest_path.read_text(encoding="utf-8")) \
+        if manifest_path.exists() else {"origin": "probe", "type": "fake_quant",
+                                        "baseline": "float", "analysis": "calib"}
+    manifest["samples"] = samples if samples is not None else samples_summary(cosines, **options)
+    files = set(manifest.get("files") or []) | {"sample_errors.csv"}
+    manifest["files"] = sorted(files)
+    manifest_path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    text = errors_text if errors_text is not None else sample_errors_text(
+        cosines, manifest["samples"]["tolerance_cosine"]
+        if isinstance(manifest["samples"], dict) else 0.999)
+    (folder / "sample_errors.csv").write_text(text, encoding="utf-8")
+    return folder
