@@ -45,9 +45,14 @@ SHOWN_PROBLEMS = 3          # problems of one file named in its artifact problem
 # the keys of the file and of one trial or greedy set; greedy, notes and before may be
 # left out or null
 _TOP = ("schema", "metric", "output", "before", "target", "budget", "forwards", "candidates",
-        "trials", "greedy", "notes", "caveats", "before_postprocess")
+        "trials", "greedy", "notes", "caveats", "before_postprocess", "samples")
 # before is null when the analysis model's output gave no finite figure (its notes say so)
-_OPTIONAL = ("greedy", "notes", "before", "before_postprocess")
+_OPTIONAL = ("greedy", "notes", "before", "before_postprocess", "samples")
+# samples: a probe over many samples measured the trials on its worst ones and confirmed
+# the recommended fix on every sample (or says why not)
+_SAMPLES = ("count", "measured_on", "confirmed", "not_confirmed")
+_CONFIRMED = ("samples", "forwards", "median_error_removed", "improved_share", "worst_after")
+NOT_CONFIRMED = ("no_fix", "one_pass")
 # before_postprocess (knowledge.md R5.4): the model contains post-processing, and every
 # figure was taken on the tensors entering it (entries: the rows producing them)
 _BEFORE_POSTPROCESS = ("entries", "region_rows")
@@ -100,7 +105,8 @@ def read_fix_trials(data) -> dict:
            "caveats": r.field(data, "caveats", "", r.items,
                               lambda item, key: r.choice(item, key, CAVEATS)) or [],
            "before_postprocess": r.field(data, "before_postprocess", "",
-                                         lambda v, k: _before_postprocess(r, v, k))}
+                                         lambda v, k: _before_postprocess(r, v, k)),
+           "samples": r.field(data, "samples", "", lambda v, k: _samples(r, v, k, metric))}
     if r.problems:
         listed = r.problems[:SHOWN_PROBLEMS]
         if len(r.problems) > SHOWN_PROBLEMS:
@@ -117,6 +123,54 @@ def _before_postprocess(r: _Reading, value, key: str) -> dict:
     return {"entries": r.field(value, "entries", key,
                                lambda v, k: r.items(v, k, r.layer, empty=False)) or [],
             "region_rows": r.field(value, "region_rows", key, r.count) or 0}
+
+
+def _samples(r: _Reading, value, key: str, metric: str | None) -> dict:
+    """Which samples the trials measured (each below ``count``), and the confirmation on
+    every sample, or why there is none."""
+    r.mapping(value, key, _SAMPLES, ("confirmed", "not_confirmed"))
+    count = r.field(value, "count", key, r.count) or 0
+    measured = r.field(value, "measured_on", key, lambda v, k: r.items(
+        v, k, lambda x, xk: _index(r, x, xk, count), empty=False)) or []
+    confirmed = r.field(value, "confirmed", key, lambda v, k: _confirmed(r, v, k, metric, count))
+    not_confirmed = r.field(value, "not_confirmed", key, r.choice, NOT_CONFIRMED)
+    if (confirmed is None) == (not_confirmed is None) and value.get("confirmed") is None:
+        r.fail(reason("{key}: either confirmed or not_confirmed (why not)", key=key))
+    return {"count": count, "measured_on": measured, "confirmed": confirmed,
+            "not_confirmed": not_confirmed}
+
+
+def _index(r: _Reading, value, key: str, count: int) -> int:
+    index = r.count(value, key)
+    if index >= count:
+        r.fail(reason("{key}: sample {index} is past the {count} samples", key=key,
+                      index=index, count=count))
+    return index
+
+
+def _confirmed(r: _Reading, value, key: str, metric: str | None, count: int) -> dict:
+    r.mapping(value, key, _CONFIRMED, ("median_error_removed", "worst_after"))
+    out = {"samples": r.field(value, "samples", key, r.count),
+           "forwards": r.field(value, "forwards", key, r.count),
+           # below 0 the fix made the median sample worse
+           "median_error_removed": r.field(value, "median_error_removed", key, r.number,
+                                           -math.inf, 1.0),
+           "improved_share": r.field(value, "improved_share", key, r.number, 0.0, 1.0),
+           "worst_after": None}
+    worst = value.get("worst_after")
+    if worst is not None:
+        r.mapping(worst, f"{key}.worst_after", ("sample", metric or "Cosine"),
+                  (metric or "Cosine",))
+        low, high = _METRIC_RANGE.get(metric, (-math.inf, math.inf))
+        out["worst_after"] = {
+            "sample": r.field(worst, "sample", f"{key}.worst_after",
+                              lambda v, k: _index(r, v, k, count)),
+            "value": r.field(worst, metric or "Cosine", f"{key}.worst_after", r.number,
+                             low, high)}
+    if out["samples"] is not None and out["samples"] != count:
+        r.fail(reason("{key}.samples: {found}, not the {count} samples searched",
+                      key=key, found=out["samples"], count=count))
+    return out
 
 
 def _target(r: _Reading, value, key: str, metric: str | None) -> dict:
@@ -237,6 +291,20 @@ def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
         "models_differ": any(str(note).startswith("models_differ:")
                              for note in content["notes"]),
         "source": source, "locations": places})
+    searched = content.get("samples")
+    if searched is not None:
+        confirmed = searched["confirmed"] or {}
+        worst = confirmed.get("worst_after") or {}
+        summary.update({
+            "samples": searched["count"], "measured_on": len(searched["measured_on"]),
+            "confirmed": bool(confirmed), "not_confirmed": searched["not_confirmed"] or "",
+            "confirmed_removed": _or_zero(confirmed.get("median_error_removed")),
+            "improved_share": _or_zero(confirmed.get("improved_share")),
+            "worst_after_sample": -1 if worst.get("sample") is None else worst["sample"],
+            "worst_after": _or_zero(worst.get("value")),
+            # on the median sample the fix removes the target's share of the error
+            "confirmed_reaches": confirmed.get("median_error_removed") is not None and
+            confirmed["median_error_removed"] >= target["error_removed"]})
     postprocess = content.get("before_postprocess")
     if postprocess is not None:
         summary.update({"before_postprocess": True,
@@ -289,9 +357,15 @@ def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
     record = {"type": SERIES_TYPE, "analysis": analysis, "source": source,
               # the report's record keeps its own keys (the before_postprocess fields are
               # the summary fact's)
-              **{k: v for k, v in content.items() if k not in ("trials", "before_postprocess")},
+              **{k: v for k, v in content.items()
+                 if k not in ("trials", "before_postprocess", "samples")},
               "trials": [{**t, "reaches": met(t)} for t in trials]}
     return facts + [record]
+
+
+def _or_zero(value) -> float:
+    """A figure the file leaves null (no finite figure): 0, as the fact's default."""
+    return 0.0 if value is None else float(value)
 
 
 def load_fix_trials(path, analysis: str, source: str) -> list[dict]:

@@ -448,7 +448,16 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                    "before_postprocess": _b(), "postprocess_entries": _s(default=""),
                    "postprocess_rows": _i(0),
                    # R5.3: the two models differ beyond quantization (the probe's note)
-                   "models_differ": _b()},
+                   "models_differ": _b(),
+                   # a probe over many samples: the samples searched (0: one input), how
+                   # many the trials measured, and the recommended fix confirmed on every
+                   # one (its median share of the error removed, the share of samples it
+                   # improved, the worst sample after it and its figure), or why not
+                   "samples": _i(0), "measured_on": _i(0), "confirmed": _b(),
+                   "not_confirmed": _s("", "no_fix", "one_pass", default=""),
+                   "confirmed_removed": _f(), "improved_share": _f(),
+                   "confirmed_reaches": _b(),
+                   "worst_after_sample": _i(-1), "worst_after": _f()},
     # R5.3 (collectors/model_match.py): the analysis model with every fake quant off against
     # the baseline, from probe_run.yaml's models_match; self_baseline: the baseline is the
     # analysis model itself, fake quant off (qcdoctor probe --baseline self)

@@ -113,8 +113,8 @@ def search_samples(baseline, analysis, inputs, to_device: Callable, *, metric: s
         _check_sample(sample, index)
         moved = to_device(sample)
         with torch.inference_mode():
-            reference = _outputs(baseline, _copied(moved), "baseline", index)
-            outputs = _outputs(analysis, moved, "analysis", index)
+            reference = sample_outputs(baseline, _copied(moved), "baseline", index)
+            outputs = sample_outputs(analysis, moved, "analysis", index)
         if search is None:
             named = output_names(outputs, names)
             search = SampleSearch(outputs=named, metric=metric,
@@ -213,7 +213,7 @@ def _call(model, sample):
     return model(sample)
 
 
-def _outputs(model, sample, side: str, index: int) -> list[tuple[str, torch.Tensor]]:
+def sample_outputs(model, sample, side: str, index: int) -> list[tuple[str, torch.Tensor]]:
     try:
         return flatten_output(_call(model, sample))
     except QcdoctorError:

@@ -75,7 +75,7 @@ from qcdoctor.probe.sensitivity import (
     undo_all,
 )
 from qcdoctor.probe.sensitivity import sensitivity as sensitivity_pass
-from qcdoctor.probe.stats import nonfinite_counts, release_scratch
+from qcdoctor.probe.stats import flatten_output, nonfinite_counts, release_scratch
 from qcdoctor.vocabulary import ANALYSIS_TYPE_STAGES
 
 EXTRA_COLUMNS = ["base_mod_name", "match"]
@@ -170,7 +170,7 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
                    stages: tuple[str, str] | None = None,
                    lang: str | None = None, max_samples: int | None = None,
                    badcase: int | None = None,
-                   sample_tolerance: float | None = None) -> ProbeResult:
+                   sample_tolerance: float | None = None, fix_samples: int = 8) -> ProbeResult:
     """Compare every layer output of ``analysis`` with ``baseline`` on ``inputs`` and write
     compare_per_layer_out.{csv,txt}, the sensitivity tables and probe_run.yaml to ``out_dir``.
 
@@ -188,7 +188,9 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
     sample_errors.csv, and the layers are read on the worst sample (by ``metric``, on the
     output whose worst is largest) or on sample ``badcase``. A sample shows the error
     where an output's Cosine is below ``sample_tolerance`` (default: the clean band's
-    0.999); the fix trials run on the sample read. names: names of the model
+    0.999). The fix trials then run on the ``fix_samples`` worst samples as one batch
+    (where their tensors stack; else on the sample read) and the recommended fix is
+    confirmed on every sample (fix_trials.yaml's ``samples``). names: names of the model
     outputs (default: their position or key), each usable in a file name. device: move
     both models and the inputs there (default: the models stay where they are, the
     inputs follow the analysis model). Both models run in eval mode with their
@@ -231,6 +233,7 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
     self_baseline = is_self_baseline(baseline)
     many = is_many(inputs)
     max_samples = checked_max_samples(max_samples)
+    fix_samples = checked_max_samples(fix_samples, key="fix_samples")
     badcase = checked_badcase(badcase)
     if not many and (max_samples is not None or badcase is not None):
         raise QcdoctorError("max_samples and badcase choose among many samples, and the "
@@ -276,7 +279,7 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
             # on the worst one
             search = search_samples(baseline, analysis, inputs, partial(_to, device=target),
                                     metric=metric, names=names, max_samples=max_samples,
-                                    badcase=badcase, keep=1,
+                                    badcase=badcase, keep=fix_samples if try_fixes else 1,
                                     tolerance=sample_tolerance, progress=progress)
             args, kwargs = _call_args(_to(search.kept[search.chosen], target))
         # R5.3: the two models without quantization, one forward (none where the baseline
@@ -329,13 +332,28 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
             # whose pass with every fake quant off the comparison has run already
             measured = before if before is not None else \
                 {"reference": reference, "names": named, "all_off": all_off}
-            document = fixes.try_fixes(trial_copy, adapter, run, measured.pop("reference"),
+            fix_run, on = run, None
+            if search is not None and before is None:
+                # many samples: the trials on the worst ones, as one batch
+                on = _on_worst_samples(baseline, search, fix_samples, target)
+                if on is not None:
+                    fix_run, measured["reference"] = on["run"], on["reference"]
+                    measured["all_off"] = None          # the comparison's pass was one sample's
+            document = fixes.try_fixes(trial_copy, adapter, fix_run, measured.pop("reference"),
                                        measured.pop("names"), layers.rows,
                                        out / "compare_per_layer_out.csv", tables,
                                        budget=fix_budget, target=goal, metric=fix_metric,
                                        progress=progress,
                                        models_differ=matched is not None and not matched["match"],
                                        **measured)
+            if search is not None and before is None:
+                found = _fix_samples(baseline, trial_copy, inputs, search, on, document,
+                                     adapter, max_samples, partial(_to, device=target),
+                                     progress)
+                document["samples"] = found
+                if found["confirmed"] is not None or len(found["measured_on"]) > 1:
+                    # not one input: the samples' figures say on how many it was measured
+                    document["caveats"] = [c for c in document["caveats"] if c != "one_input"]
             result.fix_trials = FixTrials(document)
             result.files.append(out / FIX_TRIALS)
             with _writing(out):
@@ -350,6 +368,57 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
     for message in result.warnings:
         warnings.warn(message, ProbeWarning, stacklevel=2)
     return result
+
+
+def _on_worst_samples(baseline: nn.Module, search, count: int, device) -> dict | None:
+    """The fix trials' run and reference on the ``count`` worst samples (the one read
+    included) as one batch; None where their tensors do not stack."""
+    from qcdoctor.probe.fix_samples import stacked
+    chosen = [i for i in search.worst_first[:count]]
+    if search.chosen not in chosen:
+        chosen.append(search.chosen)
+    batch = stacked([search.kept[i] for i in chosen]) if len(chosen) > 1 else None
+    if batch is None:
+        return None
+    args, kwargs = _call_args(_to(batch, device))
+    saved = _Saved(_modules(baseline))
+    try:
+        freeze_observers(baseline)
+        _eval(baseline)
+        with torch.inference_mode():
+            reference = [t for _, t in flatten_output(baseline(*args, **kwargs))]
+    finally:
+        saved.restore()
+    return {"run": lambda model: model(*args, **kwargs), "reference": reference,
+            "samples": sorted(chosen)}
+
+
+def _fix_samples(baseline: nn.Module, trial: nn.Module, inputs, search, on: dict | None,
+                 document: dict, adapter, max_samples, to_device, progress) -> dict:
+    """fix_trials.yaml's ``samples``: which samples the trials measured, and the
+    recommended fix confirmed on every sample (None, and why, where it cannot be)."""
+    from qcdoctor.probe.fix_apply import recommended, set_fix
+    from qcdoctor.probe.fix_samples import confirm
+    measured_on = on["samples"] if on is not None else [search.chosen]
+    found = {"count": search.count, "measured_on": measured_on, "confirmed": None,
+             "not_confirmed": None}
+    chosen = recommended(document)
+    if chosen is None:
+        found["not_confirmed"] = "no_fix"
+        return found
+    if not search.replayable:
+        found["not_confirmed"] = "one_pass"
+        return found
+    set_fix(trial, chosen, adapter)             # the copy is let go after this
+    saved = _Saved(_modules(baseline))
+    try:
+        freeze_observers(baseline)
+        _eval(baseline)
+        found["confirmed"] = confirm(baseline, trial, inputs, search, document["output"],
+                                     document["metric"], max_samples, to_device, progress)
+    finally:
+        saved.restore()
+    return found
 
 
 def _on_copies(args: tuple, kwargs: dict):

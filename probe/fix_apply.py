@@ -59,13 +59,19 @@ def apply_fix(model: nn.Module, fix_trials, *, trial: int | str | None = None,
     The model itself is never changed."""
     document = _document(fix_trials)
     chosen = _chosen(document, trial)
+    fixed = copy.deepcopy(model)
+    set_fix(fixed, chosen, adapter)
+    return fixed
+
+
+def set_fix(fixed: nn.Module, chosen: dict, adapter: QuantizerAdapter | None = None) -> None:
+    """A trial's (or set's) ``settings`` set in ``fixed`` itself (a copy of the caller's)."""
     settings = chosen.get("settings") or []
     if not settings:
         raise QcdoctorError(
             "this fix_trials.yaml records no settings for the fix (written by an older "
             "qcdoctor)", key="fix_trials", fix="run qcdoctor probe --try-fixes again")
     adapter = adapter or TorchAoAdapter()
-    fixed = copy.deepcopy(model)
     found = {q.name: q for q in adapter.quantizers(fixed)}
     missing = [s["quantizer"] for s in settings if s["quantizer"] not in found]
     if missing:
@@ -80,7 +86,6 @@ def apply_fix(model: nn.Module, fix_trials, *, trial: int | str | None = None,
             adapter.set_enabled(quantizer, False)
         else:
             adapter.swap(fixed, setting["quantizer"], fixed_fake_quantize(setting))
-    return fixed
 
 
 def fixed_fake_quantize(setting: dict) -> nn.Module:

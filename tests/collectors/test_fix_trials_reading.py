@@ -156,6 +156,31 @@ def test_trial_facts_are_capped_and_the_report_keeps_every_trial(tmp_path):
     assert record["trials"][0]["layers"] == [f"l{TRIAL_FACTS + 6}"]
 
 
+# a probe over 24 samples: the trials on the 8 worst, the fix confirmed on all
+SAMPLES = {"count": 24, "measured_on": [1, 3, 4, 7, 15, 19, 21, 22],
+           "confirmed": {"samples": 24, "forwards": 48, "median_error_removed": 0.6,
+                         "improved_share": 0.75,
+                         "worst_after": {"sample": 19, "Cosine": 0.95}},
+           "not_confirmed": None}
+
+
+def test_fixes_measured_on_samples_and_confirmed_on_every_one(tmp_path):
+    doc = fix_doc("single")
+    doc["samples"] = SAMPLES
+    doc["caveats"] = ["fake_quant_only"]
+    facts, _ = collected(build_fix_case(tmp_path, "single", doc=doc))
+    (summary,) = of(facts, "fix_trials")
+    assert (summary["samples"], summary["measured_on"], summary["confirmed"]) == (24, 8, True)
+    assert (summary["confirmed_removed"], summary["improved_share"]) == (0.6, 0.75)
+    assert (summary["worst_after_sample"], summary["worst_after"]) == (19, 0.95)
+    assert summary["confirmed_reaches"] is False and summary["one_input"] is False
+    doc["samples"] = dict(SAMPLES, confirmed=None, not_confirmed="one_pass")
+    facts, _ = collected(build_fix_case(tmp_path / "again", "single", doc=doc))
+    (summary,) = of(facts, "fix_trials")
+    assert summary["confirmed"] is False and summary["not_confirmed"] == "one_pass"
+    assert summary["worst_after_sample"] == -1
+
+
 def _edit(change):
     doc = fix_doc("single")
     change(doc)
@@ -202,6 +227,20 @@ DAMAGED = [
      "greedy.reached: expected true or false, found 'maybe'", "greedy.reached：应为 true 或 false"),
     ("trials_not_a_list", _edit(lambda d: d.update(trials={"a": 1})),
      "trials: expected a list, found {...}", "trials：应为列表"),
+    ("sample_past_the_count", _edit(lambda d: d.update(samples=dict(SAMPLES, measured_on=[3, 24]))),
+     "samples.measured_on[1]: sample 24 is past the 24 samples", "samples.measured_on[1]"),
+    ("confirmed_on_other_samples", _edit(lambda d: d.update(samples=dict(
+        SAMPLES, confirmed=dict(SAMPLES["confirmed"], samples=20)))),
+     "samples.confirmed.samples: 20, not the 24 samples searched", "samples.confirmed.samples"),
+    ("why_not_confirmed", _edit(lambda d: d.update(samples=dict(
+        SAMPLES, confirmed=None, not_confirmed="tired"))),
+     "samples.not_confirmed: 'tired' is not one of no_fix, one_pass", "samples.not_confirmed"),
+    ("neither", _edit(lambda d: d.update(samples=dict(SAMPLES, confirmed=None))),
+     "samples: either confirmed or not_confirmed", "samples"),
+    ("improved_share", _edit(lambda d: d.update(samples=dict(
+        SAMPLES, confirmed=dict(SAMPLES["confirmed"], improved_share=1.5)))),
+     "samples.confirmed.improved_share: 1.5 is outside 0 to 1",
+     "samples.confirmed.improved_share"),
 ]
 
 

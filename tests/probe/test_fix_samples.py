@@ -1,0 +1,116 @@
+"""Fixes measured on many samples (probe/fix_samples.py): the trials on the worst samples
+of the bad-case search as one batch, the recommended fix confirmed on every sample; where
+the samples do not stack, the trials run on the sample read; a generator's one pass or no
+fix reaching the target leaves the confirmation out, saying why."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+yaml = pytest.importorskip("yaml")
+
+from qcdoctor.probe import Samples, compare_models  # noqa: E402
+from qcdoctor.probe.fix_samples import stacked  # noqa: E402
+from tests.probe_nets import (  # noqa: E402
+    inject,
+    network,
+    one_thread,  # noqa: F401 - an autouse fixture: one torch thread here
+    quantize,
+)
+
+SIZE = 32
+LAYER = "features.stage2.unit1.body.conv1.conv"
+
+
+@pytest.fixture(scope="module")
+def models():
+    example = torch.randn(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(3))
+    fused, qat = quantize(network("resnet10", SIZE), example, batches=2, batch_size=16)
+    return fused, qat, inject(copy.deepcopy(qat), LAYER, scale_factor=0.25)
+
+
+def samples(count: int, size: int = SIZE) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(7)
+    return [torch.randn(1, 3, size, size, generator=generator) for _ in range(count)]
+
+
+def fix_document(folder) -> dict:
+    return yaml.safe_load((folder / "fix_trials.yaml").read_text(encoding="utf-8"))
+
+
+def test_samples_stack_where_only_their_first_dimension_differs():
+    a, b = torch.ones(1, 3, 4), torch.zeros(2, 3, 4)
+    assert stacked([a, b]).shape == (3, 3, 4)
+    joined = stacked([(a, {"mask": a}), (b, {"mask": b})])
+    assert joined[0].shape == (3, 3, 4) and joined[1]["mask"].shape == (3, 3, 4)
+    assert stacked([a, torch.ones(1, 3, 5)]) is None                    # another size
+    assert stacked([a, a.double()]) is None                             # another dtype
+    assert stacked([(a,), (a, a)]) is None                              # another structure
+    assert stacked([{"x": a}, {"y": a}]) is None
+    assert stacked([(a, 2), (a, 2)])[1] == 2 and stacked([(a, 2), (a, 3)]) is None
+
+
+def test_a_fix_measured_on_the_worst_samples_is_confirmed_on_every_one(tmp_path, models):
+    fused, _, faulty = models
+    result = compare_models(fused, faulty, Samples(samples(24)), tmp_path / "p",
+                            sensitivity=False, try_fixes=True, fix_samples=8)
+    doc = fix_document(tmp_path / "p")
+    assert doc == dict(result.fix_trials)
+    found = doc["samples"]
+    assert found["count"] == 24 and result.samples["chosen"] in found["measured_on"]
+    assert len(found["measured_on"]) == 8
+    # the eight worst by the search's metric on its output
+    errors = sorted(range(24), key=lambda s: -result.sample_search.value(s, 0, "L1"))
+    assert set(found["measured_on"]) == set(errors[:8])
+    assert doc["trials"][0]["fix"] == "fixed_scale" and doc["forwards"] <= 6
+    confirmed = found["confirmed"]
+    assert confirmed["samples"] == 24 and confirmed["forwards"] == 48
+    assert confirmed["improved_share"] >= 0.9 and confirmed["median_error_removed"] >= 0.85
+    assert 0 <= confirmed["worst_after"]["sample"] < 24
+    assert found["not_confirmed"] is None
+
+
+def test_samples_that_do_not_stack_are_measured_on_the_sample_read(tmp_path, models):
+    fused, _, faulty = models
+    # the same forward calls, written two ways: a tensor, and a tuple of arguments
+    mixed = samples(3) + [(x,) for x in samples(6)[3:]]
+    result = compare_models(fused, faulty, Samples(mixed), tmp_path / "p", sensitivity=False,
+                            try_fixes=True)
+    found = fix_document(tmp_path / "p")["samples"]
+    assert found["measured_on"] == [result.samples["chosen"]]
+    assert found["confirmed"]["samples"] == 6
+
+
+def test_a_generator_is_not_confirmed_and_says_why(tmp_path, models):
+    fused, _, faulty = models
+    compare_models(fused, faulty, Samples(x for x in samples(6)), tmp_path / "p",
+                   sensitivity=False, try_fixes=True)
+    found = fix_document(tmp_path / "p")["samples"]
+    assert found["confirmed"] is None and found["not_confirmed"] == "one_pass"
+
+
+def test_no_fix_no_confirmation(tmp_path, models):
+    fused, qat, _ = models
+    compare_models(fused, qat, Samples(samples(4)), tmp_path / "p", sensitivity=False,
+                   try_fixes=True, fix_target={"error_removed": 1.0, "cosine": 1.0})
+    found = fix_document(tmp_path / "p")["samples"]
+    assert found["not_confirmed"] == "no_fix" and found["confirmed"] is None
+
+
+def test_the_report_says_measured_on_the_worst_and_confirmed_on_every_sample(tmp_path, models):
+    """Triaged as a user's case (every format, both languages): FX022 states the samples,
+    and the one-input caution (FX020) is gone."""
+    from tests.probe_cases import triaged_case
+    fused, _, faulty = models
+    case = tmp_path / "case"
+    compare_models(fused, faulty, Samples(samples(16)), case / "qa_probe", sensitivity=False,
+                   try_fixes=True)
+    report, facts = triaged_case(case, "accuracy drops after QAT")
+    fired = {f["rule"] for f in report["findings"]} | \
+        {c["rule"] for c in report.get("cautions", [])}
+    assert "FX022" in fired and "FX020" not in fired
+    (summary,) = facts["fix_trials"]
+    assert summary["samples"] == 16 and summary["measured_on"] == 8 and summary["confirmed"]
