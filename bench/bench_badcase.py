@@ -40,11 +40,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-from bench_probe import ARCHS, models  # noqa: E402
+from bench_probe import ARCHS, kernel_line, models  # noqa: E402
 from timing import min_median  # noqa: E402
 
 import qcdoctor.probe.compare as probe_compare  # noqa: E402
-from qcdoctor.probe import Samples, compare_models, fused  # noqa: E402
+from qcdoctor.probe import Samples, compare_models  # noqa: E402
 
 TARGET = 1.3
 
@@ -115,11 +115,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    # the search's metrics use the kernel where built, torch's reductions otherwise: the
-    # output says which one was measured
-    print("fused kernel: " + ("built" if fused.available() else
-                              f"NOT used: {fused.why_not()} (torch's reductions measured)"),
-          flush=True)
+    print(kernel_line(), flush=True)
     archs = args.only.split(",") if args.only else ARCHS
     found = {arch: measure(arch, args.size, args.samples, args.runs) for arch in archs}
     ratios = {arch: numbers[0] for arch, numbers in found.items()}

@@ -74,6 +74,14 @@ def models(arch: str, size: int):
     return float_model, qat, example
 
 
+def kernel_line() -> str:
+    """Whether the row statistics were measured with the C kernel: without it (no C
+    compiler at install) the probe falls back to torch's reductions, a different, slower
+    probe, so every probe bench says which one it measured."""
+    return "fused kernel: " + ("built" if fused.available() else
+                               f"NOT used: {fused.why_not()} (torch's reductions measured)")
+
+
 def measure(arch: str, size: int, runs: int, seconds: float = 0.0) -> tuple[float, float, float]:
     """(median ratio, min ratio, own-error cost in analysis forwards) of the probe against
     the two forwards."""
@@ -161,11 +169,7 @@ def main(argv=None) -> int:
     parser.add_argument("--memory", action="store_true", help="also the peak memory")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    # without the kernel (no C compiler at install) the probe falls back to torch's
-    # reductions: a different, slower probe, so the output says which one was measured
-    print("fused kernel: " + ("built" if fused.available() else
-                              f"NOT used: {fused.why_not()} (torch's reductions measured)"),
-          flush=True)
+    print(kernel_line(), flush=True)
     archs = args.only.split(",") if args.only else ARCHS
     found = {arch: measure(arch, args.size, args.runs, args.seconds) for arch in archs}
     ratios = {arch: numbers[0] for arch, numbers in found.items()}

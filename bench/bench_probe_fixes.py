@@ -22,10 +22,8 @@ Run: python bench/bench_probe_fixes.py [--size 64] [--runs 3] [--only resnet18,.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +31,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-from bench_probe import ARCHS, models  # noqa: E402
+from bench_probe import ARCHS, kernel_line, models  # noqa: E402
+from timing import interleaved  # noqa: E402
 
 from qcdoctor.probe import compare_models  # noqa: E402
 from tests.probe_nets import inject  # noqa: E402
@@ -70,13 +69,7 @@ def measure(arch: str, size: int, runs: int) -> tuple[float, float, int, bool, s
         calls = (forwards, lambda: probe(True), lambda: probe(False))
         for call in calls:                                   # warm-up
             call()
-        times: list[list[float]] = [[] for _ in calls]
-        for _ in range(runs):
-            for call, spent in zip(calls, times, strict=True):
-                start = time.perf_counter()
-                call()
-                spent.append(time.perf_counter() - start)
-    base, whole, without = (statistics.median(t) for t in times)
+        (_, base), (_, whole), (_, without) = interleaved(*calls, runs=runs)
     trials = found[True]
     reached = trials.recommended() is not None
     return whole / base, without / base, trials["forwards"], reached, layer
@@ -90,6 +83,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    print(kernel_line(), flush=True)
     ok = True
     for arch in args.only.split(",") if args.only else ARCHS:
         whole, without, passes, reached, layer = measure(arch, args.size, args.runs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ import torch
 from qcdoctor.collectors.reading.thresholds import DEFAULT as THRESHOLDS
 from qcdoctor.collectors.sensitivity import ASCENDING
 from qcdoctor.errors import QcdoctorError
+from qcdoctor.probe.call_inputs import called, copied
 from qcdoctor.probe.samples import check_samples, each_sample, replayable, sample_count
 from qcdoctor.probe.sensitivity import METRICS, output_names
 from qcdoctor.probe.stats import flatten_output, pair_stats
@@ -77,10 +79,10 @@ class SampleSearch:
         per_output = {}
         for o, name in enumerate(self.outputs):
             worst = self.worst_index(o, self.metric)
-            cosines = sorted(row[o][_COSINE] for row in self.errors)
+            cosines = [row[o][_COSINE] for row in self.errors]
             per_output[name] = {"worst": worst,
                                 "worst_value": _plain(self.value(worst, o, self.metric)),
-                                "median_cosine": _plain(_median(cosines)),
+                                "median_cosine": _plain(median_of_numbers(cosines)),
                                 "shown_on": self.shown_on(o)}
         worst_indices = {entry["worst"] for entry in per_output.values()}
         return {"count": self.count, "metric": self.metric,
@@ -113,7 +115,7 @@ def search_samples(baseline, analysis, inputs, to_device: Callable, *, metric: s
         _check_sample(sample, index)
         moved = to_device(sample)
         with torch.inference_mode():
-            reference = sample_outputs(baseline, _copied(moved), "baseline", index)
+            reference = sample_outputs(baseline, copied(moved), "baseline", index)
             outputs = sample_outputs(analysis, moved, "analysis", index)
         if search is None:
             named = output_names(outputs, names)
@@ -130,12 +132,12 @@ def search_samples(baseline, analysis, inputs, to_device: Callable, *, metric: s
             entry = (-badness(values[at], metric), -index, index)
             heap = heaps[o]
             if len(heap) < keep:
-                heapq.heappush(heap, entry + (_copied(sample),))
+                heapq.heappush(heap, entry + (copied(sample),))
             elif entry > heap[0][:3]:
-                heapq.heapreplace(heap, entry + (_copied(sample),))
+                heapq.heapreplace(heap, entry + (copied(sample),))
         search.errors.append(row)
         if index == badcase:
-            given = _copied(sample)
+            given = copied(sample)
         if progress is not None:
             progress(f"sample {index}", index + 1, total or 0)
     finish = getattr(progress, "finish", None)
@@ -166,10 +168,6 @@ def search_samples(baseline, analysis, inputs, to_device: Callable, *, metric: s
     return search
 
 
-def sample_inputs(search: SampleSearch, sample: int):
-    return search.kept[sample]
-
-
 def badness(value: float, metric: str) -> float:
     """Smaller is worse (a sort key): NaN the worst of all."""
     if value != value:
@@ -185,37 +183,15 @@ def _plain(value: float):
     return None if value != value else round(value, 7)
 
 
-def _median(values: list[float]):
+def median_of_numbers(values) -> float:
+    """The median of the values that are numbers (NaN where none is)."""
     finite = [v for v in values if v == v]
-    if not finite:
-        return math.nan
-    middle = len(finite) // 2
-    return finite[middle] if len(finite) % 2 else (finite[middle - 1] + finite[middle]) / 2
-
-
-def _copied(value):
-    """``value`` with each tensor copied (a loader may reuse its batch buffers, a model may
-    write into its inputs)."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, dict):
-        return {k: _copied(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_copied(v) for v in value)
-    return value
-
-
-def _call(model, sample):
-    if isinstance(sample, dict):
-        return model(**sample)
-    if isinstance(sample, (tuple, list)):
-        return model(*sample)
-    return model(sample)
+    return statistics.median(finite) if finite else math.nan
 
 
 def sample_outputs(model, sample, side: str, index: int) -> list[tuple[str, torch.Tensor]]:
     try:
-        return flatten_output(_call(model, sample))
+        return flatten_output(called(model, sample))
     except QcdoctorError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever the user's forward raises

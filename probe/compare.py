@@ -47,6 +47,7 @@ from qcdoctor.probe.badcase_files import (
 )
 from qcdoctor.probe.badcase_search import search_samples
 from qcdoctor.probe.beside import Beside, spare_core
+from qcdoctor.probe.call_inputs import call_args, moved_to, tensors_mapped
 from qcdoctor.probe.calls import CALLS_FILE, write_calls
 from qcdoctor.probe.capture import PATTERN_END, SAME, LayerRows, compare_layers
 from qcdoctor.probe.fast_quant import FastQuantizers
@@ -259,7 +260,7 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
         baseline = fake_quant_off_copy(analysis, adapter)
     target = device or _device_of(analysis)
     search = None
-    args, kwargs = ((), {}) if many else _call_args(_to(inputs, target))
+    args, kwargs = ((), {}) if many else call_args(moved_to(inputs, target))
 
     def run(model):
         return model(*args, **kwargs)
@@ -277,11 +278,11 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
         if many:
             # the bad-case search: both models over every sample, the layers then read
             # on the worst one
-            search = search_samples(baseline, analysis, inputs, partial(_to, device=target),
+            search = search_samples(baseline, analysis, inputs, partial(moved_to, device=target),
                                     metric=metric, names=names, max_samples=max_samples,
                                     badcase=badcase, keep=fix_samples if try_fixes else 1,
                                     tolerance=sample_tolerance, progress=progress)
-            args, kwargs = _call_args(_to(search.kept[search.chosen], target))
+            args, kwargs = call_args(moved_to(search.kept[search.chosen], target))
         # R5.3: the two models without quantization, one forward (none where the baseline
         # is the analysis model with every fake quant off), before the layers are read;
         # on copies of the inputs, so the layer runs get the inputs as they were given
@@ -348,7 +349,7 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
                                        **measured)
             if search is not None and before is None:
                 found = _fix_samples(baseline, trial_copy, inputs, search, on, document,
-                                     adapter, max_samples, partial(_to, device=target),
+                                     adapter, max_samples, partial(moved_to, device=target),
                                      progress)
                 document["samples"] = found
                 if found["confirmed"] is not None or len(found["measured_on"]) > 1:
@@ -374,13 +375,13 @@ def _on_worst_samples(baseline: nn.Module, search, count: int, device) -> dict |
     """The fix trials' run and reference on the ``count`` worst samples (the one read
     included) as one batch; None where their tensors do not stack."""
     from qcdoctor.probe.fix_samples import stacked
-    chosen = [i for i in search.worst_first[:count]]
+    chosen = list(search.worst_first[:count])
     if search.chosen not in chosen:
         chosen.append(search.chosen)
     batch = stacked([search.kept[i] for i in chosen]) if len(chosen) > 1 else None
     if batch is None:
         return None
-    args, kwargs = _call_args(_to(batch, device))
+    args, kwargs = call_args(moved_to(batch, device))
     saved = _Saved(_modules(baseline))
     try:
         freeze_observers(baseline)
@@ -426,7 +427,7 @@ def _on_copies(args: tuple, kwargs: dict):
     leaves the layer runs the inputs they were given. The first run's copies are made now
     (a layer run beside it may write into the inputs), each later run's when it starts."""
     def copied():
-        return _tensors_mapped(args, torch.Tensor.clone), _tensors_mapped(kwargs, torch.Tensor.clone)
+        return tensors_mapped(args, torch.Tensor.clone), tensors_mapped(kwargs, torch.Tensor.clone)
     first = [copied()]
 
     def run(model):
@@ -1192,27 +1193,3 @@ def _device_of(model: nn.Module):
     if tensor is None:
         tensor = next(iter(model.buffers()), None)
     return tensor.device if tensor is not None else torch.device("cpu")
-
-
-def _to(value, device):
-    return _tensors_mapped(value, lambda tensor: tensor.to(device))
-
-
-def _tensors_mapped(value, function):
-    """``value`` with ``function`` applied to each tensor in it (in tuples, lists and
-    dicts)."""
-    if isinstance(value, torch.Tensor):
-        return function(value)
-    if isinstance(value, dict):
-        return {k: _tensors_mapped(v, function) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_tensors_mapped(v, function) for v in value)
-    return value
-
-
-def _call_args(inputs) -> tuple[tuple, dict]:
-    if isinstance(inputs, dict):
-        return (), inputs
-    if isinstance(inputs, (tuple, list)):
-        return tuple(inputs), {}
-    return (inputs,), {}

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from qcdoctor.probe.badcase_search import SampleSearch, sample_outputs
+from qcdoctor.probe.badcase_search import SampleSearch, median_of_numbers, sample_outputs
 from qcdoctor.probe.samples import each_sample
 from qcdoctor.probe.sensitivity import METRICS
 from qcdoctor.probe.stats import pair_stats
@@ -81,9 +81,7 @@ def confirm(baseline: nn.Module, fixed: nn.Module, inputs, search: SampleSearch,
             worst = (index, after_error if math.isfinite(after_error) else math.inf, after)
         if progress is not None:
             progress(f"confirming on sample {index}", index + 1, search.count)
-    removed.sort()
-    median = removed[len(removed) // 2] if len(removed) % 2 else \
-        (removed[len(removed) // 2 - 1] + removed[len(removed) // 2]) / 2 if removed else math.nan
+    median = median_of_numbers(removed)
     return {"samples": search.count, "forwards": 2 * search.count,
             "median_error_removed": _rounded(median),
             "improved_share": round(improved / search.count, 4),

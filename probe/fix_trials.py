@@ -399,28 +399,16 @@ class _Search:
             for fix in FIXES:
                 if (fix, layer) in measured:
                     continue
-                changes = self.changes(fix, layer)
-                if not changes:
-                    continue
-                spent = self.copy.spent
                 try:
-                    value = self.copy.measure(changes, f"{fix} {layer}")
+                    ran, trial = self.trial(fix, layer)
                 except _OutOfBudget:
                     self.notes.append(f"budget_spent: the budget ended during the trials, at "
                                       f"{fix} on {layer}; no search for a set of layers")
                     return _ranked(trials), tried
-                except Exception as exc:  # noqa: BLE001 - one trial failing is a note, not the end
-                    self.notes.append(f"trial_failed: {fix} on {layer}: {_first_line(exc)}")
-                    continue
-                if layer not in tried:
+                if ran and layer not in tried:
                     tried.append(layer)
-                if not math.isfinite(value):
-                    self.notes.append(f"trial_failed: {fix} on {layer} gives a model output "
-                                      f"whose {self.metric} is not a number")
-                    continue
-                trials.append({"fix": fix, "layers": [layer], **self.figure(value),
-                               "forwards": self.copy.spent - spent,
-                               "settings": self.settings(changes)})
+                if trial is not None:
+                    trials.append(trial)
         return _ranked(trials), tried
 
     def located(self, layer: str, kind: str) -> tuple[list[dict], bool]:
@@ -429,25 +417,39 @@ class _Search:
         True), the float trial last; (the trials measured, whether one reached it)."""
         trials = []
         for fix in remedy_order(kind):
-            changes = self.changes(fix, layer)
-            if not changes:
-                continue
-            spent = self.copy.spent
             try:
-                value = self.copy.measure(changes, f"{fix} {layer}")
+                _, trial = self.trial(fix, layer)
             except _OutOfBudget:
                 break
-            except Exception as exc:  # noqa: BLE001 - one trial failing is a note, not the end
-                self.notes.append(f"trial_failed: {fix} on {layer}: {_first_line(exc)}")
+            if trial is None:
                 continue
-            if not math.isfinite(value):
-                continue
-            trials.append({"fix": fix, "layers": [layer], **self.figure(value),
-                           "forwards": self.copy.spent - spent,
-                           "settings": self.settings(changes)})
-            if fix != "float" and self.meets(value):
+            trials.append(trial)
+            if fix != "float" and self.meets(trial["after"]):
                 return _ranked(trials), True
         return _ranked(trials), False
+
+    def trial(self, fix: str, layer: str) -> tuple[bool, dict | None]:
+        """(whether the trial ran, its record): one pass of ``fix`` on ``layer``; no record
+        where it does not apply, raised (a note) or gave no number (a note).
+        _OutOfBudget passes up."""
+        changes = self.changes(fix, layer)
+        if not changes:
+            return False, None
+        spent = self.copy.spent
+        try:
+            value = self.copy.measure(changes, f"{fix} {layer}")
+        except _OutOfBudget:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one trial failing is a note, not the end
+            self.notes.append(f"trial_failed: {fix} on {layer}: {_first_line(exc)}")
+            return False, None
+        if not math.isfinite(value):
+            self.notes.append(f"trial_failed: {fix} on {layer} gives a model output "
+                              f"whose {self.metric} is not a number")
+            return True, None
+        return True, {"fix": fix, "layers": [layer], **self.figure(value),
+                      "forwards": self.copy.spent - spent,
+                      "settings": self.settings(changes)}
 
     def greedy(self, prior: list[str]) -> dict | None:
         """The smallest 16-bit set found (module docstring, step 4), or None."""

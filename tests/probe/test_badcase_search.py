@@ -33,16 +33,22 @@ LAYER = "features.stage2.unit1.body.conv1.conv"
 BRIGHT = (5, 11)
 
 
+def resnet10() -> tuple:
+    """(fused float resnet10, its calibrated FX QAT copy) at SIZE pixels."""
+    example = torch.randn(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(3))
+    return quantize(network("resnet10", SIZE), example, batches=2, batch_size=16)
+
+
 @pytest.fixture(scope="module")
 def models():
-    example = torch.randn(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(3))
-    fused, qat = quantize(network("resnet10", SIZE), example, batches=2, batch_size=16)
-    return fused, qat
+    return resnet10()
 
 
-def samples(count: int = 16, bright=BRIGHT, gain: float = 3.0) -> list[torch.Tensor]:
+def samples(count: int = 16, bright=BRIGHT, gain: float = 3.0,
+            size: int = SIZE) -> list[torch.Tensor]:
+    """``count`` random images, those at ``bright`` ``gain`` times brighter."""
     generator = torch.Generator().manual_seed(7)
-    return [torch.randn(1, 3, SIZE, SIZE, generator=generator) * (gain if i in bright else 1.0)
+    return [torch.randn(1, 3, size, size, generator=generator) * (gain if i in bright else 1.0)
             for i in range(count)]
 
 

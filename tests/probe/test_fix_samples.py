@@ -14,27 +14,15 @@ yaml = pytest.importorskip("yaml")
 
 from qcdoctor.probe import Samples, compare_models  # noqa: E402
 from qcdoctor.probe.fix_samples import stacked  # noqa: E402
-from tests.probe_nets import (  # noqa: E402
-    inject,
-    network,
-    one_thread,  # noqa: F401 - an autouse fixture: one torch thread here
-    quantize,
-)
-
-SIZE = 32
-LAYER = "features.stage2.unit1.body.conv1.conv"
+from tests.probe.test_badcase_search import LAYER, resnet10, samples  # noqa: E402
+from tests.probe_nets import inject, one_thread  # noqa: E402, F401 - one torch thread here
 
 
 @pytest.fixture(scope="module")
 def models():
-    example = torch.randn(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(3))
-    fused, qat = quantize(network("resnet10", SIZE), example, batches=2, batch_size=16)
+    """(float model, clean QAT model, the QAT model with one output range cut to a quarter)."""
+    fused, qat = resnet10()
     return fused, qat, inject(copy.deepcopy(qat), LAYER, scale_factor=0.25)
-
-
-def samples(count: int, size: int = SIZE) -> list[torch.Tensor]:
-    generator = torch.Generator().manual_seed(7)
-    return [torch.randn(1, 3, size, size, generator=generator) for _ in range(count)]
 
 
 def fix_document(folder) -> dict:
@@ -55,7 +43,7 @@ def test_samples_stack_where_only_their_first_dimension_differs():
 
 def test_a_fix_measured_on_the_worst_samples_is_confirmed_on_every_one(tmp_path, models):
     fused, _, faulty = models
-    result = compare_models(fused, faulty, Samples(samples(24)), tmp_path / "p",
+    result = compare_models(fused, faulty, Samples(samples(24, bright=())), tmp_path / "p",
                             sensitivity=False, try_fixes=True, fix_samples=8)
     doc = fix_document(tmp_path / "p")
     assert doc == dict(result.fix_trials)
@@ -76,7 +64,7 @@ def test_a_fix_measured_on_the_worst_samples_is_confirmed_on_every_one(tmp_path,
 def test_samples_that_do_not_stack_are_measured_on_the_sample_read(tmp_path, models):
     fused, _, faulty = models
     # the same forward calls, written two ways: a tensor, and a tuple of arguments
-    mixed = samples(3) + [(x,) for x in samples(6)[3:]]
+    mixed = samples(3, bright=()) + [(x,) for x in samples(6, bright=())[3:]]
     result = compare_models(fused, faulty, Samples(mixed), tmp_path / "p", sensitivity=False,
                             try_fixes=True)
     found = fix_document(tmp_path / "p")["samples"]
@@ -86,7 +74,7 @@ def test_samples_that_do_not_stack_are_measured_on_the_sample_read(tmp_path, mod
 
 def test_a_generator_is_not_confirmed_and_says_why(tmp_path, models):
     fused, _, faulty = models
-    compare_models(fused, faulty, Samples(x for x in samples(6)), tmp_path / "p",
+    compare_models(fused, faulty, Samples(x for x in samples(6, bright=())), tmp_path / "p",
                    sensitivity=False, try_fixes=True)
     found = fix_document(tmp_path / "p")["samples"]
     assert found["confirmed"] is None and found["not_confirmed"] == "one_pass"
@@ -94,7 +82,7 @@ def test_a_generator_is_not_confirmed_and_says_why(tmp_path, models):
 
 def test_no_fix_no_confirmation(tmp_path, models):
     fused, qat, _ = models
-    compare_models(fused, qat, Samples(samples(4)), tmp_path / "p", sensitivity=False,
+    compare_models(fused, qat, Samples(samples(4, bright=())), tmp_path / "p", sensitivity=False,
                    try_fixes=True, fix_target={"error_removed": 1.0, "cosine": 1.0})
     found = fix_document(tmp_path / "p")["samples"]
     assert found["not_confirmed"] == "no_fix" and found["confirmed"] is None
@@ -106,7 +94,7 @@ def test_the_report_says_measured_on_the_worst_and_confirmed_on_every_sample(tmp
     from tests.probe_cases import triaged_case
     fused, _, faulty = models
     case = tmp_path / "case"
-    compare_models(fused, faulty, Samples(samples(16)), case / "qa_probe", sensitivity=False,
+    compare_models(fused, faulty, Samples(samples(16, bright=())), case / "qa_probe", sensitivity=False,
                    try_fixes=True)
     report, facts = triaged_case(case, "accuracy drops after QAT")
     fired = {f["rule"] for f in report["findings"]} | \

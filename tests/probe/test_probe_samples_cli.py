@@ -11,23 +11,7 @@ torch = pytest.importorskip("torch")
 yaml = pytest.importorskip("yaml")
 
 from qcdoctor.engine.commands.cli import main  # noqa: E402
-
-MODELS_PY = '''
-import torch
-from torch import nn
-
-
-def build():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).eval()
-
-
-def build_rounded():
-    model = build()
-    with torch.no_grad():
-        model[0].weight.copy_(torch.round(model[0].weight * 4) / 4)
-    return model
-'''
+from tests.probe.test_probe import MODELS_PY  # noqa: E402
 
 
 @pytest.fixture
