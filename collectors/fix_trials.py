@@ -57,7 +57,7 @@ NOT_CONFIRMED = ("no_fix", "one_pass")
 # figure was taken on the tensors entering it (entries: the rows producing them)
 _BEFORE_POSTPROCESS = ("entries", "region_rows")
 _TRIAL = ("fix", "layers", "after", "error_removed", "forwards", "settings")
-_GREEDY = (*_TRIAL, "reached")
+_GREEDY = (*_TRIAL, "reached", "ranked")
 # what a trial set, quantizer by quantizer (files written before it have none)
 _SETTING = ("quantizer", "setting", "scale", "zero_point", "quant_min", "quant_max", "ch_axis",
             "threshold")
@@ -187,7 +187,7 @@ def _target(r: _Reading, value, key: str, metric: str | None) -> dict:
 
 def _trial(r: _Reading, value, key: str, keys: tuple, low: float, high: float) -> dict:
     problems = len(r.problems)
-    r.mapping(value, key, keys, ("settings",))
+    r.mapping(value, key, keys, ("settings", "ranked"))
     # a trial is of one layer or more; the greedy set may come out empty
     trial = {"fix": r.field(value, "fix", key, r.choice, FIX_KINDS),
              "layers": r.field(value, "layers", key,
@@ -198,6 +198,9 @@ def _trial(r: _Reading, value, key: str, keys: tuple, low: float, high: float) -
              "forwards": r.field(value, "forwards", key, r.count)}
     if "reached" in keys:
         trial["reached"] = r.field(value, "reached", key, r.flag)
+    if "ranked" in keys and value.get("ranked") is not None:
+        # the layers the set search ranked (files written before it was a bisection lack it)
+        trial["ranked"] = r.field(value, "ranked", key, r.count)
     if isinstance(value, dict) and value.get("settings") is not None:
         trial["settings"] = r.field(value, "settings", key, lambda v, k: r.items(
             v, k, lambda s, sk: _setting(r, s, sk))) or []

@@ -39,7 +39,7 @@ measured once is never run again (a candidate's int16 trial is reused by the sea
    (``REMEDY_ORDER``) before the others, the float trial last, and the trials stop at the
    first remedy reaching the target: no other candidate, no step 4 (the note
    ``located_first``); where none reaches it, the other candidates and step 4 follow;
-4. the greedy search for the smallest set of layers whose 16-bit setting (activation and
+4. the search for the smallest set of layers whose 16-bit setting (activation and
    weight quantizers) brings the output within the target, with the passes left:
    a. every quantized layer at 16 bits, one pass: when even that misses the target the
       search stops (``reached: false``), and one pass with every fake quant off tells
@@ -47,20 +47,15 @@ measured once is never run again (a candidate's int16 trial is reused by the sea
       quant's doing (a note; where the comparison found the two models differ beyond
       quantization, R5.3, the note says so). That pass is the comparison's own where it
       measured the same tensors (not run again);
-   b. ranking: each layer by its own error, measured with every other layer at 16 bits
-      (one pass per layer; as many layers as the budget allows after keeping back the
-      passes of c and d). Measured so, a layer's error stands clear of the others'
-      rounding; measured the other way round (that layer alone at 16 bits, the rest as
-      they are) it would carry the changes its tiny difference makes to every rounding
-      downstream, noise as large as a clean layer's own share. Layers are measured in the
-      order of the sensitivity table (else of the Cosine steps), which also places the
-      layers the budget left unmeasured, after the measured ones;
-   c. bisection of the ranked list for the shortest prefix at 16 bits that reaches the
-      target, about log2(layers) passes (the rounding errors of separate layers add up,
-      so the error falls as the prefix grows);
-   d. pruning: the prefix's layers are dropped one at a time, the least effective first,
-      wherever the rest still reach the target.
-   Every set reported was measured. When the budget ends in c or d the set reaches the
+   b. the layers ranked by the reading (its sources first), then by the sensitivity
+      table (else by their Cosine steps), then in execution order; no pass;
+   c. bisection over that ranking (``_Search._search``), every set measured whole
+      (the layers' errors interact): the shortest prefix reaching the target, then the
+      layers it holds that can go, found from the back in runs (doubling, then
+      bisection). With k needed layers among N ranked first, a, b and c cost at most
+      1 + ⌈log2 N⌉ + k passes, within k·⌈log2(N/k)⌉ + k + 2 (``ranked`` and
+      ``forwards`` in the file).
+   Every set reported was measured. When the budget ends in c the set reaches the
    target but may not be the smallest (a note says so); when it ends before a, there is
    no search (``greedy: null``, a note says why).
 
@@ -95,7 +90,6 @@ MAX_CANDIDATES = 8            # layers tried one by one (five trials each at mos
 DEFAULT_BUDGET = 200          # forward passes of the copy, the first (before) included
 DEFAULT_SHARE = 0.9           # of the output error a fix must remove
 TRIAL_BITS = 16
-PRUNE_RESERVE = 16            # passes kept back from the ranking for the pruning
 # among trials equally good: the fixes that keep 8 bits first, the upper bound last
 _TIE_ORDER = {"fixed_scale": 0, "per_channel": 1, "int16_activation": 2, "int16_weight": 3,
               "float": 4}
@@ -312,7 +306,6 @@ class _Search:
         self.before = math.nan
         self.before_error = math.nan
         self.notes: list[str] = []
-        self.prior_from_table = False          # the ranking's prior: sensitivity or steps
         self.models_differ = False             # every fake quant off is not the baseline
 
     # -- figures ------------------------------------------------------------------------
@@ -451,15 +444,16 @@ class _Search:
                       "forwards": self.copy.spent - spent,
                       "settings": self.settings(changes)}
 
-    def greedy(self, prior: list[str]) -> dict | None:
-        """The smallest 16-bit set found (module docstring, step 4), or None."""
+    def greedy(self, ranking: list[str]) -> dict | None:
+        """The smallest 16-bit set found (module docstring, step 4), or None. ``ranking``:
+        every quantized layer, the likeliest to be needed first."""
         if self.meets(self.before):
             self.notes.append("within_target: the output meets the target before any fix; "
                               "no search for a set of layers")
             return None
         if not self.swaps:
             return None                        # the adapter_limited note says why
-        eligible = [name for name in prior if self.int16(name)]
+        eligible = [name for name in ranking if self.int16(name)]
         if not eligible:
             self.notes.append("no_16_bit_layer: no quantized layer has qparams to set at 16 "
                               "bits; no search for a set of layers")
@@ -474,59 +468,81 @@ class _Search:
             return None
         if not self.meets(ceiling):
             self._why_not(ceiling)
-            return self._greedy(eligible, ceiling, start, reached=False)
+            return self._greedy(eligible, ceiling, start, reached=False, ranked=len(eligible))
         chosen, value = self._search(eligible, ceiling)
-        return self._greedy(chosen, value, start, reached=True)
+        return self._greedy(chosen, value, start, reached=True, ranked=len(eligible))
 
-    def _search(self, eligible: list[str], ceiling: float) -> tuple[list[str], float]:
-        count = len(eligible)
-        bisect = math.ceil(math.log2(count)) if count > 1 else 0
-        spare = self.copy.budget - self.copy.spent - bisect - min(count, PRUNE_RESERVE)
-        own: dict[str, float] = {}             # layer -> its error, the rest at 16 bits
-        for name in eligible if count > 1 else ():          # in the prior's order
-            if spare <= 0:
-                break
-            spare -= 1
-            others = tuple(c for n in eligible if n != name for c in self.int16(n))
-            try:
-                own[name] = self.error(self.copy.measure(others, f"int16 but {name}"))
-            except _OutOfBudget:
-                break
-        measured = sorted(own, key=lambda n: -own[n] if math.isfinite(own[n]) else math.inf)
-        ranked = measured + [n for n in eligible if n not in own]   # stable: the prior's order
-        if count > 1 and len(own) < count:
-            prior = "the sensitivity table" if self.prior_from_table else "their Cosine steps"
-            self.notes.append(f"budget_spent: {len(own)} of {count} layers were measured on "
-                              f"their own; the rest follow in the order of {prior}")
-        low, high, value = 0, count, ceiling          # prefix ``high`` reaches the target
-        while high - low > 1:
-            middle = (low + high) // 2
-            prefix = tuple(c for n in ranked[:middle] for c in self.int16(n))
-            try:
-                found = self.copy.measure(prefix, f"int16 first {middle}")
-            except _OutOfBudget:
-                self.notes.append(f"budget_spent: the search ended at {high} layers; a smaller "
-                                  f"set may reach the target")
-                return _in_order(ranked[:high], self.layers), value
+    def _search(self, ranked: list[str], ceiling: float) -> tuple[list[str], float]:
+        """The smallest set of ``ranked`` (every layer at 16 bits reaches the target:
+        ``ceiling``) found by bisection, every set measured whole (sensitivities interact):
+
+        1. the shortest prefix of the ranking that reaches the target, by bisection
+           (the empty prefix is the copy before, which misses it): its last layer is
+           needed, the layers after it are not;
+        2. the set of that needed layer alone, one pass: it reaches the target where one
+           layer is needed (the located single source);
+        3. otherwise, from the back of the rest of the prefix, the longest run of layers
+           that can be dropped with the set still reaching the target, sought by doubling
+           its length (1, 2, 4, ...) then by bisection: the layer before the run is needed;
+           repeated until no layer is left.
+
+        Each layer kept is needed by the set it ends in (without it, a measured set missed
+        the target), so no layer can be dropped again. With the k needed layers first in
+        the ranking of N, the search costs ⌈log2 N⌉ + k passes at most; a needed layer
+        ranked p places behind the next one costs about 2·⌈log2 p⌉ more."""
+        best = (ranked, ceiling)                # the smallest set measured to reach it
+
+        def meets(names: list[str], label: str) -> bool:
+            nonlocal best
+            found = self.copy.measure(tuple(c for n in names for c in self.int16(n)), label)
             if self.meets(found):
-                high, value = middle, found
-            else:
-                low = middle
-        chosen = ranked[:high]
-        for name in reversed(list(chosen)):        # the least effective first
-            if len(chosen) == 1:
-                break
-            rest = [n for n in chosen if n != name]
-            try:
-                found = self.copy.measure(tuple(c for n in rest for c in self.int16(n)),
-                                          f"int16 without {name}")
-            except _OutOfBudget:
-                self.notes.append(f"budget_spent: the pruning ended at {len(chosen)} layers; "
-                                  f"a smaller set may reach the target")
-                break
-            if self.meets(found):
-                chosen, value = rest, found
-        return _in_order(chosen, self.layers), value
+                best = (names, found)
+                return True
+            return False
+
+        low, high = 0, len(ranked)             # prefix ``high`` reaches, ``low`` does not
+        try:
+            while high - low > 1:
+                middle = (low + high) // 2
+                if meets(ranked[:middle], f"int16 first {middle}"):
+                    high = middle
+                else:
+                    low = middle
+            kept, rest = [ranked[high - 1]], ranked[:high - 1]
+            if rest and meets(kept, f"int16 {kept[0]} alone"):
+                rest = []
+            first = True                       # kept alone is known to miss the target
+            while rest:
+                count = len(rest)
+                # the longest run at the back of ``rest`` whose dropping still reaches the
+                # target: ``dropped`` can go, ``missed`` cannot (count + 1: not known)
+                dropped, missed, size = 0, count if first else count + 1, 1
+                first = False
+                while size < missed:
+                    length = min(size, count)
+                    if not meets(kept + rest[:count - length],
+                                 f"int16 without the last {length} of {count}"):
+                        missed = length
+                        break
+                    dropped, size = length, size * 2
+                    if length == count:
+                        break
+                while missed - dropped > 1 and dropped < count:
+                    middle = (dropped + missed) // 2
+                    if meets(kept + rest[:count - middle],
+                             f"int16 without the last {middle} of {count}"):
+                        dropped = middle
+                    else:
+                        missed = middle
+                needed = count - dropped - 1       # the layer just before the run
+                if needed < 0:
+                    break
+                kept.insert(0, rest[needed])
+                rest = rest[:needed]
+        except _OutOfBudget:
+            self.notes.append(f"budget_spent: the search ended at {len(best[0])} layers; a "
+                              f"smaller set may reach the target")
+        return _in_order(best[0], self.layers), best[1]
 
     def _why_not(self, ceiling: float) -> None:
         """The note of a search that cannot reach the target: what every fake quant off
@@ -553,9 +569,10 @@ class _Search:
                    "computed otherwise), or the baseline is quantized itself")
         self.notes.append(f"{text}; with every fake quant off it is {floor:.6g}, {why}")
 
-    def _greedy(self, layers: list[str], value: float, start: int, reached: bool) -> dict:
+    def _greedy(self, layers: list[str], value: float, start: int, reached: bool,
+                ranked: int) -> dict:
         return {"fix": "int16", "layers": layers, **self.figure(value),
-                "forwards": self.copy.spent - start, "reached": reached,
+                "forwards": self.copy.spent - start, "ranked": ranked, "reached": reached,
                 "settings": self.settings(tuple(c for n in layers for c in self.int16(n)))}
 
     def settings(self, changes: tuple[_Change, ...]) -> list[dict]:
@@ -732,7 +749,6 @@ def try_fixes(copy: nn.Module, adapter: QuantizerAdapter, run: Callable[[nn.Modu
         read = _reading(compare_table)
         table = tables.get(document["output"]) or []
         prior = _prior(layers, table, read.steps)
-        search.prior_from_table = bool(table)
         candidates = _candidates(read.sources, table, prior, layers)
         done, reached = search.located(read.single, read.kind) \
             if read.single in layers else ([], False)
@@ -748,7 +764,7 @@ def try_fixes(copy: nn.Module, adapter: QuantizerAdapter, run: Callable[[nn.Modu
             document["trials"], document["candidates"] = search.trials(candidates, done)
         if not reached and not any(n.startswith("budget_spent") for n in search.notes):
             try:
-                document["greedy"] = search.greedy(prior)
+                document["greedy"] = search.greedy(_ranking(read.sources, prior, layers))
             except Exception as exc:  # noqa: BLE001 - the trials stand; the search is a note
                 search.notes.append(f"search_failed: the search for a set of layers stopped "
                                     f"({_first_line(exc)})")
@@ -825,6 +841,11 @@ def _prior(layers: dict[str, _Layer], table: list[tuple],
     rest = sorted((n for n in layers if n not in ranked),
                   key=lambda n: (-steps.get(n, 0.0), layers[n].order, n))
     return ranked + rest
+
+
+def _ranking(sources: list[str], prior: list[str], layers: dict[str, _Layer]) -> list[str]:
+    """Every quantized layer for the set search: the reading's sources, then the prior."""
+    return list(dict.fromkeys(n for n in [*sources, *prior] if n in layers))
 
 
 def _candidates(sources: list[str], table: list[tuple], prior: list[str],

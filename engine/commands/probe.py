@@ -323,7 +323,9 @@ def fix_lines(document: dict, words: dict, lang: str) -> list[str]:
         key = "fix_set" if greedy["reached"] else "fix_set_short"
         lines.append(fill(words[key], {"count": len(layers), "names": shown, "metric": metric,
                                        "after": greedy["after"],
-                                       "removed": greedy["error_removed"]}, lang))
+                                       "removed": greedy["error_removed"],
+                                       "forwards": greedy["forwards"],
+                                       "ranked": greedy["ranked"]}, lang))
     before = document.get("before_postprocess")
     if before is not None:
         lines.append(fill(words["fix_before_postprocess"],

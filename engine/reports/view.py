@@ -155,10 +155,11 @@ def fix_trials_view(report: dict, L: dict, lang: str) -> list[dict]:
                 for t in run["trials"][:FIX_TRIALS_SHOWN]]
         hidden = len(run["trials"]) - len(rows)
         greedy = run.get("greedy")
-        greedy_line = F["greedy_none"] if greedy is None else fill(F["greedy"], {
+        greedy_line = F["greedy_none"] if greedy is None else fill(
+            F["greedy" if greedy.get("ranked") is None else "greedy_ranked"], {
             "size": len(greedy["layers"]), "fix": F["fix"][greedy["fix"]], "metric": metric,
             "after": f"{greedy['after']:.6g}", "removed": _percent(greedy["error_removed"]),
-            "forwards": greedy["forwards"],
+            "forwards": greedy["forwards"], "ranked": greedy.get("ranked"),
             "reached": F["reached"] if greedy["reached"] else F["not_reached"],
             "layers": L["list"].join(greedy["layers"])}, lang)
         out.append({"name": run["analysis"], "head": head, "rows": rows,

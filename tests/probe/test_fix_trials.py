@@ -58,7 +58,7 @@ SIZE = 64
 KEYS = ["schema", "metric", "output", "before", "target", "budget", "forwards", "candidates",
         "trials", "greedy", "notes", "caveats"]
 TRIAL_KEYS = {"fix", "layers", "after", "error_removed", "forwards", "settings"}
-GREEDY_KEYS = TRIAL_KEYS | {"reached"}
+GREEDY_KEYS = TRIAL_KEYS | {"reached", "ranked"}
 
 
 def example():
@@ -110,6 +110,7 @@ def check_contract(doc: dict) -> None:
     else:
         assert set(greedy) == GREEDY_KEYS and greedy["fix"] == "int16"
         assert isinstance(greedy["reached"], bool) and greedy["layers"]
+        assert isinstance(greedy["ranked"], int) and greedy["ranked"] >= len(greedy["layers"])
         assert 0 <= greedy["error_removed"] <= 1
         check_settings(greedy)
         spent += greedy["forwards"]
@@ -252,6 +253,10 @@ def test_everywhere_coarse_no_single_layer_reaches_the_set_does(tmp_path):
                                  for t in doc["trials"])
     greedy = doc["greedy"]
     assert greedy["reached"] and len(greedy["layers"]) >= 3
+    # the bisection's passes (every layer at 16 bits included), within the bound of k
+    # needed layers among N ranked
+    k, ranked = len(greedy["layers"]), greedy["ranked"]
+    assert greedy["forwards"] <= k * math.ceil(math.log2(ranked / k)) + k + 2
     assert greedy["error_removed"] >= 0.9 or greedy["after"] >= 0.999
     rows = [row["mod_name"] for row in result.rows]
     assert greedy["layers"] == sorted(greedy["layers"], key=rows.index)   # execution order
@@ -287,8 +292,8 @@ def test_the_budget_bounds_the_passes_and_the_notes_say_where_it_ended(tmp_path)
     check_contract(doc)
     assert doc["forwards"] == 10 and len(doc["trials"]) == 9 and doc["greedy"] is None
     assert any(n.startswith("budget_spent:") and "trials" in n for n in doc["notes"])
-    # passes left for the search, too few to rank every layer: the set still reaches the
-    # target, and the note says the ranking was cut short
+    # passes left for part of the set search: the set returned still reaches the target
+    # (the smallest measured so far), and the note says the search was cut short
     more = compare_models(fused, faulty, example(), tmp_path / "more", sensitivity=False,
                           try_fixes=True, fix_budget=len(small.rows) // 2 + 40)
     doc = more.fix_trials
