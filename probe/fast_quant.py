@@ -164,7 +164,31 @@ def _frozen(quantizer: nn.Module) -> bool:
         type(quantizer) is FixedQParamsFakeQuantize or not bool(quantizer.observer_enabled[0]))
 
 
-def _read_plan(quantizer: nn.Module) -> _Plan | None:
+class _PassThrough:
+    """A quantizer switched off whose observer learns nothing: torch's forward gives its
+    input back (FakeQuantize: the input itself; the fused kernel: a copy, after writing a
+    mask it does not need, about three copies' time)."""
+
+    __slots__ = ("copy",)
+    numbers = None                      # no step to quantize with (own_error reads it)
+
+    def __init__(self, copy: bool):
+        self.copy = copy
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x.clone() if self.copy else x
+
+
+def _switched_off(quantizer: nn.Module) -> bool:
+    """Fake quant off and nothing observed (a fixed-qparams observer only copies back its
+    fixed scale)."""
+    return not bool(quantizer.fake_quant_enabled[0]) and (
+        type(quantizer) is FixedQParamsFakeQuantize or not bool(quantizer.observer_enabled[0]))
+
+
+def _read_plan(quantizer: nn.Module) -> _Plan | _PassThrough | None:
+    if _switched_off(quantizer):
+        return _PassThrough(copy=type(quantizer) is FusedMovingAvgObsFakeQuantize)
     if not _frozen(quantizer):
         return None
     scale, zero = quantizer.scale, quantizer.zero_point
@@ -190,7 +214,7 @@ def _read_plan(quantizer: nn.Module) -> _Plan | None:
     return _Plan(inverse, step, low - zero_point, high - zero_point, None)
 
 
-def plan_of(quantizer) -> _Plan | None:
+def plan_of(quantizer) -> _Plan | _PassThrough | None:
     """The plan of a plain torch.ao fake quant as it is now (None: not one to mirror)."""
     if not ENABLED or type(quantizer) not in _PLAIN:
         return None

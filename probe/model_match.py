@@ -204,14 +204,18 @@ def fake_quant_off_copy(analysis: nn.Module, adapter: QuantizerAdapter) -> nn.Mo
     return baseline
 
 
-def deep_copy(model: nn.Module, purpose: str, key: str, instead: str) -> nn.Module:
+def deep_copy(model: nn.Module, purpose: str, key: str, instead: str,
+              share_parameters: bool = False) -> nn.Module:
     """A deep copy of the analysis model, or one clear error naming ``key`` (what its
-    modules hold decides whether it copies: an open file, a lock, a generator does not)."""
+    modules hold decides whether it copies: an open file, a lock, a generator does not).
+    ``share_parameters``: the copy holds the model's own ``nn.Parameter`` objects (for a
+    copy that never writes one); buffers, switches and modules are its own."""
     import copy
 
     from qcdoctor.errors import QcdoctorError
+    memo = {id(p): p for p in model.parameters()} if share_parameters else {}
     try:
-        return copy.deepcopy(model)
+        return copy.deepcopy(model, memo)
     except Exception as exc:  # noqa: BLE001 - whatever the user's modules hold
         lines = str(exc).strip().splitlines()
         raise QcdoctorError(f"the analysis model cannot be deep-copied {purpose} "

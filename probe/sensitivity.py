@@ -3,7 +3,9 @@
 As the profiler defines the values of output_*_sensitive_ops (knowledge.md §8): all
 fake quantization off, then one quantizer at a time on; each row is the error of every
 model output against the baseline's with only that quantizer on. Rows are sorted most
-sensitive first. Every switch is restored afterwards.
+sensitive first. Every switch is restored afterwards. Where the model keeps the samples
+of a batch apart, many quantizers are measured in one forward, each on its own copy of
+the input (probe/sensitivity_batched.py); else one forward each.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from qcdoctor.collectors.sensitivity import ASCENDING
 from qcdoctor.engine.api.interrupts import HeldInterrupts
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.probe.quantizers import QuantizerAdapter
+from qcdoctor.probe.sensitivity_batched import batched_values
 from qcdoctor.probe.stats import flatten_output, pair_stats
 
 # file-name metric -> pair_stats key (also the collector's name of the metric)
@@ -101,8 +104,13 @@ def undo_all(steps: Iterable[Callable[[], None]]) -> None:
 
 
 def sensitivity(analysis, adapter: QuantizerAdapter, run, reference: list[torch.Tensor],
-                metric: str, progress: Callable[[str, int, int], None] | None = None):
-    """rows per output: [(op_name, sensitive_type, op_type, value, quant_dtype), ...]."""
+                metric: str, progress: Callable[[str, int, int], None] | None = None,
+                call: tuple[tuple, dict] | None = None):
+    """rows per output: [(op_name, sensitive_type, op_type, value, quant_dtype), ...].
+
+    ``call``: the (args, kwargs) ``run`` calls the model with; given, the quantizers are
+    measured many in one forward where the model allows it (probe/sensitivity_batched.py),
+    else one forward each."""
     key = METRICS[metric]
     quantizers = adapter.quantizers(analysis)
     saved = [(q, adapter.is_enabled(q)) for q in quantizers]
@@ -110,16 +118,29 @@ def sensitivity(analysis, adapter: QuantizerAdapter, run, reference: list[torch.
     try:
         for q in quantizers:
             adapter.set_enabled(q, False)
+        values = None
+        if call is not None and quantizers:
+            try:
+                values = batched_values(analysis, adapter, quantizers, *call, reference, key,
+                                        progress)
+            except Exception:  # noqa: BLE001 - NotBatched, or the model failing on the batch:
+                values = None                  # one forward per quantizer below
+            for q in quantizers:
+                adapter.set_enabled(q, False)
         for done, q in enumerate(quantizers):
-            adapter.set_enabled(q, True)
-            outputs = flatten_output(_run_alone(run, analysis, q))
-            adapter.set_enabled(q, False)
-            for rows, base, (_, out) in zip(per_output, reference, outputs, strict=True):
-                value = pair_stats(base, out, (key,))[key]
+            if values is None:
+                adapter.set_enabled(q, True)
+                outputs = flatten_output(_run_alone(run, analysis, q))
+                adapter.set_enabled(q, False)
+                found = [pair_stats(base, out, (key,))[key]
+                         for base, (_, out) in zip(reference, outputs, strict=True)]
+                if progress is not None:
+                    progress(q.op_name, done + 1, len(quantizers))
+            else:
+                found = values[done]
+            for rows, value in zip(per_output, found, strict=True):
                 rows.append((q.op_name, q.sensitive_type, q.op_type,
                              float("inf") if value is None else value, q.quant_dtype))
-            if progress is not None:
-                progress(q.op_name, done + 1, len(quantizers))
     finally:
         undo_all(lambda q=q, enabled=enabled: adapter.set_enabled(q, enabled)
                  for q, enabled in saved)

@@ -136,7 +136,8 @@ def test_per_channel_values_are_the_kernels(kind, scheme, axis):
                                   default_fixed_qparams_range_neg1to1_fake_quant])
 def test_a_fixed_qparams_quantizer_gives_the_kernels_values_with_its_observer_on(make):
     """Sigmoid's and tanh's output quantizers (fixed scale, zero point 0 and 128): their
-    observer may stay on, it only copies the fixed scale back; turned off, they run on."""
+    observer may stay on, it only copies the fixed scale back; switched off, they give the
+    input back as torch's forward does (that observer still on)."""
     quantizer = make().eval()
     assert bool(quantizer.observer_enabled[0])
     generator = torch.Generator().manual_seed(5)
@@ -146,7 +147,7 @@ def test_a_fixed_qparams_quantizer_gives_the_kernels_values_with_its_observer_on
         mirrored = fake_quant(quantizer, x)
         assert mirrored is not None and torch.equal(mirrored, quantizer(x))
         quantizer.disable_fake_quant()
-        assert fake_quant(quantizer, x) is None
+        assert fake_quant(quantizer, x) is x and quantizer(x) is x
 
 
 def test_a_nan_in_a_weight_is_left_to_the_kernel():
@@ -166,7 +167,8 @@ def test_what_it_cannot_mirror_is_left_to_the_quantizers_own_call():
     assert fake_quant(quantizer, torch.randn(10).double()) is None
     assert fake_quant(quantizer, [1.0]) is None
     quantizer.disable_fake_quant()
-    assert fake_quant(quantizer, torch.randn(10)) is None
+    quantizer.enable_observer()
+    assert fake_quant(quantizer, torch.randn(10)) is None        # off, but observing
     assert fake_quant(torch.nn.Identity(), torch.randn(10)) is None
     floats = FakeQuantize(observer=MovingAveragePerChannelMinMaxObserver, quant_min=0,
                           quant_max=255, dtype=torch.quint8,
@@ -178,6 +180,23 @@ def test_what_it_cannot_mirror_is_left_to_the_quantizers_own_call():
     per_channel = _frozen(FakeQuantize, MovingAveragePerChannelMinMaxObserver,
                           PER_CHANNEL[0], weight, ch_axis=0)
     assert fake_quant(per_channel, torch.randn(5, 3)) is None     # 5 rows, 4 scales
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_quantizer_switched_off_gives_its_input_back_as_torch_does(kind):
+    """Off with nothing observed: the input's values, the input itself where torch's
+    forward gives it back (FakeQuantize), a copy where torch's kernel copies (fused: a
+    writer of the output must not reach the input)."""
+    quantizer = _frozen(kind, MovingAverageMinMaxObserver, PER_TENSOR[1], torch.randn(100))
+    quantizer.disable_fake_quant()
+    x = torch.randn(6, 5)
+    torch_out = type(quantizer).forward(quantizer, x)
+    out = fake_quant(quantizer, x)
+    assert out is not None and torch.equal(out, torch_out)
+    assert (out is x) == (torch_out is x) and (out.data_ptr() == x.data_ptr()) == \
+        (torch_out.data_ptr() == x.data_ptr())
+    quantizer.enable_fake_quant()                              # switched back: quantizes
+    assert not torch.equal(fake_quant(quantizer, x), x)
 
 
 class _Two(torch.nn.Module):
