@@ -9,7 +9,9 @@ a seeded generator; torch ops on one thread (--threads).
 Measured: the time spent in ``qcdoctor.probe.compare.search_samples`` during a call
 ``compare_models(baseline, qat, Samples(samples), out, sensitivity=False)``: both models
 over every sample under ``torch.inference_mode``, no hooks, each output's errors in the 6
-metrics kept per sample. The bench wraps that module attribute with a timer (restored
+metrics kept per sample, and the QAT model a third time per sample with every value
+rounded to its steps and none clipped (the clean model's error a sample must pass to
+show the error). The bench wraps that module attribute with a timer (restored
 after), so the rest of the probe (the layer reading on the worst sample, the files) is
 not counted. The search runs with the models in eval mode, observers frozen and the fake
 quants computed in place (probe/fast_quant.py), as compare_models sets them up.

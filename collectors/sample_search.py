@@ -26,7 +26,11 @@ SERIES_TYPE = "sample_series"
 SERIES_POINTS = 200
 _KEY = "samples"
 _KEYS = ("count", "metric", "tolerance_cosine", "chosen", "chosen_by", "output", "rank",
-         "shown_on", "spread", "outputs", "kept_worst", "replayable")
+         "shown_on", "below_tolerance", "rounding_factor", "spread", "outputs", "kept_worst",
+         "replayable")
+# written by later probes only: a search without them counts its samples below the
+# tolerance as showing the error (no clean model's error measured)
+_LATER = ("below_tolerance", "rounding_factor")
 _OUTPUT_KEYS = ("worst", "worst_value", "median_cosine", "shown_on")
 
 
@@ -37,7 +41,7 @@ def read_samples(value) -> dict:
     each output's entry. ValueError naming every key at fault (the first three)."""
     r = KeyChecks()
     try:
-        r.mapping(value, _KEY, _KEYS, ("kept_worst",), strict=False)
+        r.mapping(value, _KEY, _KEYS, ("kept_worst", *_LATER), strict=False)
     except Failed:
         raise ValueError(joined(r.problems)) from None
 
@@ -48,7 +52,10 @@ def read_samples(value) -> dict:
            "chosen": field("chosen", r.count),
            "chosen_by": field("chosen_by", r.choice, SAMPLE_CHOSEN_BY),
            "output": field("output", r.text), "rank": field("rank", r.count),
-           "shown_on": field("shown_on", r.count), "spread": field("spread", r.flag),
+           "shown_on": field("shown_on", r.count),
+           "below_tolerance": field("below_tolerance", r.count),
+           "rounding_factor": field("rounding_factor", r.number, 1.0, math.inf),
+           "spread": field("spread", r.flag),
            "outputs": field("outputs", lambda v, k: _outputs(r, v, k)),
            "kept_worst": field("kept_worst", r.items, r.count) or [],
            "replayable": field("replayable", r.flag)}
@@ -97,11 +104,17 @@ def _agree(r: KeyChecks, s: dict) -> None:
         if value > last:
             problems.append(reason("{key}: sample {value} is past the last one ({last})",
                                    key=f"samples.{key}", value=value, last=last))
-    for key, value in (("rank", s["rank"]), ("shown_on", s["shown_on"])):
+    below = s["below_tolerance"]
+    for key, value in (("rank", s["rank"]), ("shown_on", s["shown_on"]),
+                       ("below_tolerance", below or 0)):
         if value > count or (key == "rank" and value < 1):
             problems.append(reason("{key}: {value} is outside {low} to {high}",
                                    key=f"samples.{key}", value=value, low=int(key == "rank"),
                                    high=count))
+    if below is not None and below < s["shown_on"] <= count:
+        problems.append(reason("{key}: {value} is less than samples.shown_on ({total})",
+                               key="samples.below_tolerance", value=below,
+                               total=s["shown_on"]))
     for name, entry in s["outputs"].items():
         if entry["shown_on"] > s["shown_on"]:
             problems.append(reason("{key}: {value} is more than samples.shown_on ({total})",
@@ -133,6 +146,12 @@ def search_facts(samples: dict, errors: SampleErrors | None, analysis: str, mani
             "rank": samples["rank"], "metric_worst": entry["worst"],
             "shown_on": samples["shown_on"],
             "shown": _shown_share(samples["shown_on"], samples["count"]),
+            # the clean model's error measured: samples below the tolerance but within it
+            # do not show the error
+            "below_tolerance": samples["shown_on"] if samples["below_tolerance"] is None
+            else samples["below_tolerance"],
+            "rounding_known": samples["rounding_factor"] is not None,
+            "rounding_factor": samples["rounding_factor"] or 0.0,
             "spread": samples["spread"], "outputs": len(samples["outputs"]),
             "kept": len(samples["kept_worst"]), "replayable": samples["replayable"],
             "source": f"{manifest} ({_KEY})", "locations": at(manifest)}

@@ -364,12 +364,18 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
     # ``cosines_from``): median, worst (of worst_sample), the chosen sample's and whether
     # it shows the error there, each known only where *_known (chosen_shows: unknown);
     # nonfinite: samples whose Cosine is not a number. replayable: a second pass gives
-    # the same samples; kept: the worst samples kept for fix trials
+    # the same samples; kept: the worst samples kept for fix trials. rounding_known: the
+    # probe measured the clean model's error (every value rounded to its steps, none
+    # clipped) on every sample, and a sample shows the error only past rounding_factor
+    # times it; below_tolerance: samples with an output's Cosine below the tolerance
+    # whatever the reason (shown_on where the clean model's error was not measured)
     "sample_search": {"analysis": _s(default=""), "count": _i(0),
                       "metric": _s(*SAMPLE_METRICS), "tolerance_cosine": _f(),
                       "chosen": _i(0), "chosen_by": _s(*SAMPLE_CHOSEN_BY),
                       "output": _s(default=""), "rank": _i(1), "metric_worst": _i(0),
                       "shown_on": _i(0), "shown": _s(*SAMPLE_SHOWN), "spread": _b(),
+                      "below_tolerance": _i(0), "rounding_known": _b(),
+                      "rounding_factor": _f(),
                       "outputs": _i(0), "median_cosine": _f(), "median_known": _b(),
                       "worst_cosine": _f(), "worst_known": _b(), "worst_sample": _i(),
                       "chosen_cosine": _f(), "chosen_known": _b(),

@@ -13,7 +13,7 @@ from qcdoctor.probe.badcase_search import METRIC_NAMES, SampleSearch, badness
 
 BADCASE_FILE = "badcase.txt"
 SAMPLE_ERRORS_FILE = "sample_errors.csv"
-SAMPLE_ERRORS_COLUMNS = ("sample", "output", *METRIC_NAMES, "shown")
+SAMPLE_ERRORS_COLUMNS = ("sample", "output", *METRIC_NAMES, "shown", "rounding_Cosine")
 
 
 def badcase_text(search: SampleSearch) -> str:
@@ -41,11 +41,11 @@ def sample_errors_text(search: SampleSearch) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(SAMPLE_ERRORS_COLUMNS)
-    cosine = METRIC_NAMES.index("Cosine")
     for sample, row in enumerate(search.errors):
-        for name, values in zip(search.outputs, row, strict=True):
-            shown = not values[cosine] >= search.tolerance
-            writer.writerow([sample, name, *(_number(v) for v in values), int(shown)])
+        for o, (name, values) in enumerate(zip(search.outputs, row, strict=True)):
+            steps = search.rounding[sample][o] if search.rounding else float("nan")
+            writer.writerow([sample, name, *(_number(v) for v in values),
+                             int(search.shows(sample, o)), _number(steps)])
     return out.getvalue()
 
 

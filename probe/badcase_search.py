@@ -5,7 +5,14 @@ sample chosen for the layer reading, and how widespread the error is.
 
 A sample shows the error where an output's Cosine falls below the clean band's
 ``cosine_good`` (collectors/reading/thresholds.py; ``tolerance`` another one): the band
-every layer of a healthy comparison stays in. The worst sample is the worst by
+every layer of a healthy comparison stays in; and, where the clean model's error on that
+sample was measured, beyond it: more than ``ROUNDING_FACTOR`` times the error of the
+analysis model with every value rounded to its quantizer's steps and none clipped to its
+range (probe/fast_quant.unclipped, a third forward per sample). A healthy 8-bit model's
+outputs fall below the clean band on small inputs (resnet10 at 32x32: Cosine 0.987 to
+0.999) through its steps alone; a range that clips the inputs it should cover (a clamp,
+data outside the calibration's) takes a sample tens to hundreds of times past its steps'
+error, a healthy model's clipping about three times at most. The worst sample is the worst by
 ``metric`` on the output whose worst is largest; the K worst of that output are kept
 (their inputs copied) for the fix trials."""
 
@@ -28,6 +35,7 @@ from qcdoctor.probe.sensitivity import METRICS, output_names
 from qcdoctor.probe.stats import flatten_output, pair_stats
 
 METRIC_NAMES = tuple(METRICS)                       # the tables' order: L1 ... SQNR
+ROUNDING_FACTOR = 10.0          # an error this many times its steps' own is no clean one
 _KEYS = tuple(METRICS[name] for name in METRIC_NAMES)
 _COSINE = METRIC_NAMES.index("Cosine")
 
@@ -40,6 +48,9 @@ class SampleSearch:
     metric: str
     tolerance: float                                 # a Cosine: below it, shown
     errors: list[list[tuple[float, ...]]] = field(default_factory=list)
+    # rounding[s][o]: the Cosine of output o on sample s with every value rounded to its
+    # steps, none clipped (the clean model's error); empty where not measured
+    rounding: list[list[float]] = field(default_factory=list)
     chosen: int = 0                                  # the sample the layers are read on
     chosen_output: str = ""
     how: str = "worst"                               # worst | given (--badcase)
@@ -67,12 +78,31 @@ class SampleSearch:
         mine = badness(self.errors[sample][output][at], self.metric)
         return 1 + sum(badness(row[output][at], self.metric) < mine for row in self.errors)
 
+    def below_tolerance(self, sample: int, output: int) -> bool:
+        """The output's Cosine below the tolerance (NaN too)."""
+        return not self.errors[sample][output][_COSINE] >= self.tolerance
+
+    def shows(self, sample: int, output: int) -> bool:
+        """The error shows: below the tolerance, and (where measured) beyond
+        ROUNDING_FACTOR times the error of the steps alone."""
+        if not self.below_tolerance(sample, output):
+            return False
+        if not self.rounding:
+            return True
+        error = 1.0 - self.errors[sample][output][_COSINE]
+        steps = 1.0 - self.rounding[sample][output]
+        return not error <= ROUNDING_FACTOR * max(steps, 0.0)
+
     def shown_on(self, output: int | None = None) -> int:
-        """On how many samples the error shows (Cosine below the tolerance; NaN shows), on
-        ``output`` or on any output."""
+        """On how many samples the error shows (``shows``; NaN shows), on ``output`` or
+        on any output."""
         outputs = range(len(self.outputs)) if output is None else (output,)
-        return sum(any(not row[o][_COSINE] >= self.tolerance for o in outputs)
-                   for row in self.errors)
+        return sum(any(self.shows(s, o) for o in outputs) for s in range(self.count))
+
+    def above_tolerance(self, output: int | None = None) -> int:
+        """On how many samples an output's Cosine is below the tolerance."""
+        outputs = range(len(self.outputs)) if output is None else (output,)
+        return sum(any(self.below_tolerance(s, o) for o in outputs) for s in range(self.count))
 
     def summary(self) -> dict:
         """probe_run.yaml's ``samples``."""
@@ -83,13 +113,18 @@ class SampleSearch:
             per_output[name] = {"worst": worst,
                                 "worst_value": _plain(self.value(worst, o, self.metric)),
                                 "median_cosine": _plain(median_of_numbers(cosines)),
-                                "shown_on": self.shown_on(o)}
+                                "shown_on": self.shown_on(o),
+                                "below_tolerance": self.above_tolerance(o)}
         worst_indices = {entry["worst"] for entry in per_output.values()}
         return {"count": self.count, "metric": self.metric,
                 "tolerance_cosine": self.tolerance,
                 "chosen": self.chosen, "chosen_by": self.how, "output": self.chosen_output,
                 "rank": self.rank(self.chosen),
                 "shown_on": self.shown_on(),
+                "below_tolerance": self.above_tolerance(),
+                # the clean model's error measured: a sample shows the error only past
+                # this many times its steps' own
+                "rounding_factor": ROUNDING_FACTOR if self.rounding else None,
                 # knowledge.md §8: different worst samples across outputs: the error
                 # spreads over several inputs
                 "spread": len(worst_indices) > 1,
@@ -101,9 +136,12 @@ class SampleSearch:
 def search_samples(baseline, analysis, inputs, to_device: Callable, *, metric: str,
                    names: list[str] | None, max_samples: int | None, badcase: int | None,
                    keep: int, tolerance: float | None,
-                   progress: Callable[[str, int, int], None] | None = None) -> SampleSearch:
+                   progress: Callable[[str, int, int], None] | None = None,
+                   rounded: Callable | None = None) -> SampleSearch:
     """Both models over every sample (at most ``max_samples``), each sample's errors kept;
-    the ``keep`` worst samples' inputs copied (at least the chosen one's)."""
+    the ``keep`` worst samples' inputs copied (at least the chosen one's). ``rounded``:
+    the analysis model's call with every value rounded to its steps and none clipped (the
+    clean model's error per sample), or None."""
     check_samples(inputs)
     total = sample_count(inputs, max_samples)
     search: SampleSearch | None = None
@@ -116,6 +154,8 @@ def search_samples(baseline, analysis, inputs, to_device: Callable, *, metric: s
         moved = to_device(sample)
         with torch.inference_mode():
             reference = sample_outputs(baseline, copied(moved), "baseline", index)
+            steps = None if rounded is None else \
+                sample_outputs(rounded, copied(moved), "analysis", index)
             outputs = sample_outputs(analysis, moved, "analysis", index)
         if search is None:
             named = output_names(outputs, names)
@@ -136,6 +176,10 @@ def search_samples(baseline, analysis, inputs, to_device: Callable, *, metric: s
             elif entry > heap[0][:3]:
                 heapq.heapreplace(heap, entry + (copied(sample),))
         search.errors.append(row)
+        if steps is not None:
+            search.rounding.append([_number(pair_stats(base, out, ("cosine",))["cosine"])
+                                    for (_, base), (_, out) in zip(reference, steps,
+                                                                   strict=True)])
         if index == badcase:
             given = copied(sample)
         if progress is not None:

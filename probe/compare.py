@@ -50,7 +50,7 @@ from qcdoctor.probe.beside import Beside, spare_core
 from qcdoctor.probe.call_inputs import call_args, moved_to, tensors_mapped
 from qcdoctor.probe.calls import CALLS_FILE, write_calls
 from qcdoctor.probe.capture import PATTERN_END, SAME, LayerRows, compare_layers
-from qcdoctor.probe.fast_quant import FastQuantizers
+from qcdoctor.probe.fast_quant import FastQuantizers, unclippable, unclipped
 from qcdoctor.probe.fix_apply import FixTrials
 from qcdoctor.probe.model_match import (
     all_off_outputs,
@@ -281,7 +281,8 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
             search = search_samples(baseline, analysis, inputs, partial(moved_to, device=target),
                                     metric=metric, names=names, max_samples=max_samples,
                                     badcase=badcase, keep=fix_samples if try_fixes else 1,
-                                    tolerance=sample_tolerance, progress=progress)
+                                    tolerance=sample_tolerance, progress=progress,
+                                    rounded=_rounded_call(analysis, adapter))
             args, kwargs = call_args(moved_to(search.kept[search.chosen], target))
         # R5.3: the two models without quantization, one forward (none where the baseline
         # is the analysis model with every fake quant off), before the layers are read;
@@ -1144,6 +1145,26 @@ def _flow(analysis: nn.Module, adapter: QuantizerAdapter) -> str:
     if type(adapter) is not TorchAoAdapter:
         return "other"
     return "torch_ao_fx" if isinstance(analysis, torch.fx.GraphModule) else "torch_ao_eager"
+
+
+def _rounded_call(analysis: nn.Module, adapter):
+    """The analysis model's call with every value its quantizers see rounded to their
+    steps and none clipped (the clean model's error of the bad-case search); None where
+    a quantizer switched on cannot round so (one the probe does not mirror: it would
+    keep its clamp, and a clamp there would read as the clean model's): the tolerance
+    alone decides then."""
+    try:
+        enabled = [q.module for q in adapter.quantizers(analysis) if adapter.is_enabled(q)]
+    except Exception:  # noqa: BLE001 - another toolkit's adapter: not measured
+        return None
+    quantizers = unclippable(enabled)
+    if not enabled or {id(m) for m in quantizers} != {id(m) for m in enabled}:
+        return None
+
+    def call(*args, **kwargs):
+        with unclipped(quantizers):
+            return analysis(*args, **kwargs)
+    return call
 
 
 def _trial_copy(analysis: nn.Module) -> nn.Module:

@@ -14,18 +14,22 @@ one back on every exit path.
 
 A quantizer is mirrored only while it is frozen (observer off, fake quant on; a fixed-qparams
 quantizer's observer may stay on: it only copies back the fixed scale), per tensor or per
-channel with integer zero points, on a float32 input; anything else goes to its
-own call. What it holds (scale, zero point, switches) is read again whenever one of those
-tensors is replaced or written (their version counters), so a switch turned during the
-run (the sensitivity pass) is honoured. The fused kernel takes its scale and zero point
-from its observer's range at every call, whatever its buffers hold: those are read after
-one call of its own (``_settle``).
+channel with integer zero points, on a float32 input, or while it is switched off with
+nothing observed (its input given back as torch's forward gives it: the fused kernel's
+copy without its mask); anything else goes to its own call. What it holds (scale, zero
+point, switches) is read again whenever one of those tensors is replaced or written (their
+version counters), so a switch turned during the run (the sensitivity pass) is honoured.
+Within ``unclipped(modules)`` those quantizers round to their steps without clamping to
+their range (the bad-case search's clean model's error). The fused kernel takes its scale
+and zero point from its observer's range at every call, whatever its buffers hold: those
+are read after one call of its own (``_settle``).
 """
 
 from __future__ import annotations
 
 import math
 import weakref
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -47,6 +51,10 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 # off: every quantizer runs its own kernel (tests compare the two)
 ENABLED = True
+
+# the quantizers (by id) rounding to their steps without their range's clamp
+# (``unclipped``): the error of the steps alone, no value clipped
+_UNCLIPPED: set[int] = set()
 
 
 class _Plan:
@@ -75,15 +83,10 @@ class _Plan:
             out = self._in_memory_order(x)
             if out is not None:
                 return out
-        inverse, scale, low, high = self.inverse, self.scale, self.low, self.high
-        if self.axis is not None:
-            axis = self._channel_axis(x)
-            if axis is None:
-                return None
-            shape = [1] * x.dim()
-            shape[axis] = -1
-            inverse, scale = inverse.view(shape), scale.view(shape)
-            low, high = low.view(shape), high.view(shape)
+        found = self._laid_out(x, (self.inverse, self.scale, self.low, self.high))
+        if found is None:
+            return None
+        inverse, scale, low, high = found
         # torch's kernel: (clamp(round(x * (1/scale)) + zero, qmin, qmax) - zero) * scale,
         # rounding half to even. The bounds are whole numbers, so clamping before rounding
         # gives the same values, and the zero point leaves the sum. The kernel makes a NaN
@@ -109,6 +112,27 @@ class _Plan:
             return None
         fused.fake_quant(flat, fused.in_memory_order(out), *self.numbers)
         return out
+
+    def unclipped(self, x: torch.Tensor) -> torch.Tensor | None:
+        """``x`` rounded to the steps, no value clamped to the range (the zero point, a
+        whole number, leaves the rounding as it is); None where the plan does not fit."""
+        found = self._laid_out(x, (self.inverse, self.scale))
+        if x.dtype != torch.float32 or found is None:
+            return None
+        inverse, scale = found
+        return torch.mul(x, inverse).round_().mul_(scale)
+
+    def _laid_out(self, x: torch.Tensor, numbers: tuple) -> tuple | None:
+        """The plan's ``numbers`` as they are per tensor; per channel, viewed along ``x``'s
+        channel axis (None where ``x`` has none)."""
+        if self.axis is None:
+            return numbers
+        axis = self._channel_axis(x)
+        if axis is None:
+            return None
+        shape = [1] * x.dim()
+        shape[axis] = -1
+        return tuple(n.view(shape) for n in numbers)
 
     def _channel_axis(self, x: torch.Tensor) -> int | None:
         """The per-channel axis in ``x``, counted from 0; None where ``x`` has no such axis
@@ -253,6 +277,26 @@ def _settle(quantizer: nn.Module) -> None:
         return
 
 
+def unclippable(modules) -> list[nn.Module]:
+    """The frozen quantizers among ``modules`` that a ``FastQuantizers`` mirrors now."""
+    return [m for m in modules if type(m) in _PLAIN
+            and getattr(m.__dict__.get("forward"), "mirrored", False)
+            and isinstance(plan_of(m), _Plan)]
+
+
+@contextmanager
+def unclipped(modules):
+    """Within: each frozen quantizer among ``modules`` that a ``FastQuantizers`` mirrors
+    rounds its input to its steps without clamping it to its range (a quantizer left to
+    its own call still clamps). Yields how many quantizers round so."""
+    chosen = {id(m) for m in unclippable(modules)}
+    _UNCLIPPED.update(chosen)
+    try:
+        yield len(chosen)
+    finally:
+        _UNCLIPPED.difference_update(chosen)
+
+
 def fake_quant(quantizer, x):
     """``quantizer(x)`` computed in place for a frozen plain torch.ao fake quant; None for
     another kind of quantizer, a float zero point, fake quant off or a live observer, or
@@ -292,8 +336,10 @@ def _mirrored(quantizer: nn.Module):
                 not torch.is_grad_enabled():
             plan = plan_of(target)
             if plan is not None:
-                out = plan(x)
+                out = plan.unclipped(x) if id(target) in _UNCLIPPED and \
+                    isinstance(plan, _Plan) else plan(x)
                 if out is not None:
                     return out
         return type(target).forward(target, x, *rest, **kwargs)
+    forward.mirrored = True
     return forward

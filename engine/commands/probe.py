@@ -193,11 +193,16 @@ def search_line(samples: dict, words: dict, lang: str) -> str:
     """The bad-case search in one line: on how many samples the error shows, which sample
     the layers were read on and why."""
     from qcdoctor.text import render as fill
+    factor = samples.get("rounding_factor")
+    below = samples.get("below_tolerance", samples["shown_on"])
     values = {"count": samples["count"], "shown": samples["shown_on"],
               "tolerance": samples["tolerance_cosine"], "chosen": samples["chosen"],
               "metric": samples["metric"], "output": samples["output"],
-              "rank": samples["rank"]}
-    shown = words["search_clean"] if samples["shown_on"] == 0 else words["search_shown"]
+              "rank": samples["rank"], "below": below, "factor": f"{factor or 0:g}"}
+    if samples["shown_on"]:
+        shown = words["search_shown" if factor is None else "search_shown_rounding"]
+    else:
+        shown = words["search_clean" if below == 0 else "search_within"]
     chosen = words["search_given"] if samples["chosen_by"] == "given" else words["search_worst"]
     return fill(shown, values, lang) + fill(chosen, values, lang)
 

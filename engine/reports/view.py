@@ -349,7 +349,11 @@ def _sample_search_line(search: dict, L: dict, lang: str) -> str:
         "worst": f"{search['worst_cosine']:.6g}" if worst else L["unknown"],
         "worst_at": fill(Q["samples_worst_at"], {"sample": search["worst_sample"]}, lang)
         if worst else "",
-        "shown_on": search["shown_on"], "tolerance": f"{search['tolerance_cosine']:.6g}",
+        "shown_on": search["shown_on"],
+        "when": fill(Q["samples_when_rounding" if search["rounding_known"] else "samples_when"],
+                     {"tolerance": f"{search['tolerance_cosine']:.6g}",
+                      "factor": f"{search['rounding_factor']:g}",
+                      "below": search["below_tolerance"]}, lang),
         "chosen": search["chosen"],
         "nonfinite": fill(Q["samples_nonfinite"], {"count": search["nonfinite"]}, lang)
         if search["nonfinite"] else "",

@@ -223,7 +223,7 @@ def _swapped(first: int, second: int) -> str:
     (_swapped(3, 5), 3, "sample 3 follows sample 0"),
     (_cell(2, 0, "1"), 2, "the first line is of sample 1, not 0"),
     # cut while the line was written: fewer cells than the header
-    ("".join(_lines())[:-20], 17, "7 cells where the header has 9"),
+    ("".join(_lines())[:-20], 17, "7 cells where the header has 10"),
 ])
 def test_a_broken_sample_errors_file_is_one_problem_at_its_line(tmp_path, text, line, named):
     fact, series, problems = search_of(build_search_case(tmp_path, "bad", EVERY, errors_text=text))
@@ -278,18 +278,26 @@ def test_files_of_two_searches_leave_the_search_out(tmp_path, cosines, named):
 
 def test_the_fixtures_are_the_probes_own_formats():
     """tests/qa/writers.py writes what qcdoctor probe writes: the same sample_errors.csv and
-    the same summary of the search, from the same errors."""
+    the same summary of the search, from the same errors, with the clean model's error
+    measured or not."""
     pytest.importorskip("torch")
     from qcdoctor.probe.badcase_files import sample_errors_text as probe_text
     from qcdoctor.probe.badcase_search import METRIC_NAMES, SampleSearch
     from tests.qa.writers import _FROM_COSINE
     cosines = {"0": [0.93, 0.9995, 0.71, 0.71, math.nan], "boxes": [0.9999, 0.98, 0.999, 0.97, 0.995]}
-    for badcase in (None, 1):
-        ours = samples_summary(cosines, badcase=badcase, keep=2)
+    clean = {"0": [0.995, 0.9999, 0.99, 0.9, 0.9], "boxes": [0.9999, 0.999, 0.9999, 0.9, 0.9]}
+    for badcase, rounding in ((None, None), (1, None), (None, clean), (1, clean)):
+        ours = samples_summary(cosines, badcase=badcase, keep=2, rounding=rounding)
         search = SampleSearch(outputs=list(cosines), metric="L1", tolerance=0.999, errors=[
             [tuple(_FROM_COSINE[m](cosines[o][s]) for m in METRIC_NAMES) for o in cosines]
             for s in range(5)])
+        if rounding is not None:
+            search.rounding = [[rounding[o][s] for o in cosines] for s in range(5)]
         search.chosen_output, search.chosen = ours["output"], ours["chosen"]
         search.how, search.worst_first = ours["chosen_by"], ours["kept_worst"]
         assert search.summary() == ours
-        assert probe_text(search) == sample_errors_text(cosines)
+        assert probe_text(search) == sample_errors_text(cosines, rounding=rounding)
+    # the clean model's error measured: sample 3 (0.71 within ten times 0.9's error, 0.97
+    # too) no longer shows it
+    assert samples_summary(cosines, rounding=clean)["shown_on"] == 4
+    assert samples_summary(cosines)["shown_on"] == 5

@@ -17,13 +17,17 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from qcdoctor.collectors.badcase import worst_indices_from_txt  # noqa: E402
+from qcdoctor.engine.commands.probe import search_line  # noqa: E402
+from qcdoctor.engine.reports.formats import render_output  # noqa: E402
 from qcdoctor.errors import QcdoctorError  # noqa: E402
 from qcdoctor.probe import Samples, compare_models  # noqa: E402
 from qcdoctor.probe.badcase_files import SAMPLE_ERRORS_COLUMNS  # noqa: E402
+from qcdoctor.wording import labels  # noqa: E402
 from tests.probe_cases import triaged_case  # noqa: E402
 from tests.probe_nets import (  # noqa: E402
     inject,
     network,
+    observer_of,
     one_thread,  # noqa: F401 - an autouse fixture: one torch thread here
     quantize,
 )
@@ -167,3 +171,74 @@ def test_a_search_folder_is_triaged_as_the_profilers_badcase_is(tmp_path, models
     problems = [f for f in facts.get("problem", []) if "badcase" in str(f) or
                 "sample_errors" in str(f)]
     assert not problems, problems
+
+
+def narrowed(qat, layer: str, factor: float):
+    """A copy of ``qat`` whose (torch.ao, plain) output fake quant of ``layer`` covers
+    ``factor`` of its calibrated range: a clamp the probe can round past."""
+    faulty = copy.deepcopy(qat)
+    observer = faulty.get_submodule(observer_of(faulty, layer)).activation_post_process
+    with torch.no_grad():
+        observer.min_val.mul_(factor)
+        observer.max_val.mul_(factor)
+    return faulty
+
+
+def finding_ids(report) -> set[str]:
+    return {f["rule"] for f in report["findings"]}
+
+
+def test_a_clean_control_reads_within_the_clean_models_error(tmp_path, models):
+    """The clean QAT model at 32x32: below the clean band on most samples through its
+    steps alone (Cosine 0.987 to 0.999), but no sample past ten times the error of its
+    steps without clipping: no sample shows the error, and triage says the samples are
+    within the clean model's error (LY066), not that the error shows on all of them."""
+    fused, qat = models
+    case = tmp_path / "case"
+    result = compare_models(fused, qat, Samples(samples(bright=())), case / "qa_probe",
+                            sensitivity=False)
+    found = result.samples
+    assert found["rounding_factor"] == 10.0 and found["shown_on"] == 0
+    assert found["below_tolerance"] >= 8             # the band alone would call it broken
+    rows = read_errors(case / "qa_probe")
+    assert all(r["shown"] == "0" and 0.98 < float(r["rounding_Cosine"]) <= 1.0 for r in rows)
+    report, facts = triaged_case(case, "accuracy drops after QAT")
+    search = facts["sample_search"][0]
+    assert search["shown"] == "none" and search["rounding_known"] is True
+    assert search["below_tolerance"] == found["below_tolerance"]
+    assert "LY066" in finding_ids(report) and "LY063" not in finding_ids(report)
+    assert "within the clean model's error" in render_output(report, "md")
+    # the probe's own line says the same, in both languages
+    for lang, words in (("en", "within the clean model's error"), ("zh", "干净模型的误差之内")):
+        line = search_line(found, labels()[lang]["probe"], lang)
+        assert words in line and f"{found['below_tolerance']}" in line, line
+
+
+def test_a_clamp_past_the_clean_models_error_shows_where_it_clips(tmp_path, models):
+    """The default tolerance, the clean model's error measured: the bright samples the
+    input quantizer clips show the error (hundreds of times their steps' own), the others
+    are within it; a plain quantizer clamped to a tenth of its range clips every sample."""
+    fused, qat = models
+    bright = compare_models(fused, qat, Samples(samples()), tmp_path / "bright",
+                            sensitivity=False).samples
+    assert bright["rounding_factor"] == 10.0 and bright["shown_on"] == len(BRIGHT)
+    assert bright["chosen"] in BRIGHT
+    shown = {int(r["sample"]) for r in read_errors(tmp_path / "bright") if r["shown"] == "1"}
+    assert shown == set(BRIGHT)
+    everywhere = compare_models(fused, narrowed(qat, LAYER, 0.1), Samples(samples(bright=())),
+                                tmp_path / "everywhere", sensitivity=False).samples
+    assert everywhere["rounding_factor"] == 10.0
+    assert everywhere["shown_on"] == everywhere["count"] == 16
+
+
+def test_a_quantizer_the_probe_cannot_round_leaves_the_tolerance_alone(tmp_path, models):
+    """A quantizer of a kind the probe does not mirror (here a test's own fake quant)
+    would keep its clamp in the clean model: its clamp would read as clean. So the clean
+    model's error is not measured at all, and the tolerance alone decides."""
+    fused, qat = models
+    faulty = inject(copy.deepcopy(qat), LAYER, scale_factor=0.1)
+    found = compare_models(fused, faulty, Samples(samples(bright=())), tmp_path / "p",
+                           sensitivity=False).samples
+    assert found["rounding_factor"] is None
+    assert found["shown_on"] == found["below_tolerance"] == 16
+    assert all(r["rounding_Cosine"] == "nan" for r in read_errors(tmp_path / "p"))

@@ -286,3 +286,29 @@ def test_a_fused_quantizers_plan_outlives_its_own_calls_and_follows_its_observer
     quantizer.load_state_dict(state)
     assert torch.equal(fake_quant(quantizer, x * 3), type(quantizer).forward(quantizer, x * 3))
     assert len(reads) == 3
+
+
+def test_unclipped_rounds_to_the_steps_without_the_clamp_and_only_within():
+    """The bad-case search's clean model: each mirrored frozen quantizer rounds to its
+    steps, values past its range kept; a quantizer the probe does not mirror is not
+    counted (it would keep its clamp); outside the block every one clamps again."""
+    model = _calibrated()
+    x = torch.linspace(-40.0, 40.0, 301)              # far past the calibrated range
+    fast = FastQuantizers(list(model.modules()))
+    try:
+        quantizers = [model.first, model.second]
+        assert fast_quant.unclippable(quantizers) == quantizers
+        with torch.inference_mode():
+            clamped = model.second(x)
+            with fast_quant.unclipped(quantizers) as count:
+                free = model.second(x)
+            again = model.second(x)
+        scale = float(model.second.scale)
+        assert count == 2 and torch.equal(again, clamped)
+        assert float(free.max()) > float(clamped.max()) and float(free.min()) < 0.0
+        assert torch.equal(free, torch.round(x * (1.0 / torch.tensor(scale))) * scale)
+        model.second.disable_fake_quant()                   # off: nothing to round
+        assert fast_quant.unclippable(quantizers) == [model.first]
+    finally:
+        fast.close()
+    assert fast_quant.unclippable([model.first]) == []      # no longer mirrored

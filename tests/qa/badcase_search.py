@@ -23,6 +23,10 @@ for index, value in ((7, 0.991), (21, 0.62), (40, 0.985)):
     SOME["logits"][index] = value
 # every sample inside the clean band
 CLEAN = {"0": [0.99990 + 0.000001 * i for i in range(16)]}
+# every sample below the band through the model's steps alone: the clean model's Cosine
+# (every value rounded, none clipped) at most ten times closer to 1
+WITHIN = {"0": [0.9965 - 0.0002 * i for i in range(16)]}
+WITHIN_ROUNDING = {"0": [0.9975 - 0.0002 * i for i in range(16)]}
 
 
 def build_search_case(root: Path, name: str, cosines: dict[str, list[float]], *,

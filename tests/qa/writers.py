@@ -118,20 +118,35 @@ def _cell(value: float) -> str:
     return f"{value:.7f}" if abs(value) < 1e15 else repr(value)
 
 
-def sample_errors_text(cosines: dict[str, list[float]], tolerance: float = 0.999) -> str:
+ROUNDING_FACTOR = 10.0          # the probe's (probe/badcase_search.py)
+
+
+def _shows(cosine: float, tolerance: float, steps: float | None) -> bool:
+    """The probe's rule: below the tolerance and, where the clean model's Cosine
+    ``steps`` was measured, past ROUNDING_FACTOR times its error."""
+    if cosine >= tolerance:
+        return False
+    return steps is None or not (1.0 - cosine) <= ROUNDING_FACTOR * max(1.0 - steps, 0.0)
+
+
+def sample_errors_text(cosines: dict[str, list[float]], tolerance: float = 0.999,
+                       rounding: dict[str, list[float]] | None = None) -> str:
     """sample_errors.csv as qcdoctor probe writes it: ``cosines`` is output name -> that
-    output's Cosine of each sample (every output the same number of samples)."""
+    output's Cosine of each sample (every output the same number of samples); ``rounding``
+    likewise the clean model's Cosines (None: not measured)."""
     import csv
     import io
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(("sample", "output", *SAMPLE_METRICS, "shown"))
+    writer.writerow(("sample", "output", *SAMPLE_METRICS, "shown", "rounding_Cosine"))
     count = len(next(iter(cosines.values())))
     for sample in range(count):
         for name, values in cosines.items():
             cosine = values[sample]
+            steps = None if rounding is None else rounding[name][sample]
             writer.writerow([sample, name, *(_cell(_FROM_COSINE[m](cosine)) for m in SAMPLE_METRICS),
-                             int(not cosine >= tolerance)])
+                             int(_shows(cosine, tolerance, steps)),
+                             _cell(math.nan if steps is None else steps)])
     return out.getvalue()
 
 
@@ -143,7 +158,8 @@ def _badness(value: float, metric: str) -> float:
 
 def samples_summary(cosines: dict[str, list[float]], *, metric: str = "L1",
                     tolerance: float = 0.999, badcase: int | None = None,
-                    keep: int = 3, replayable: bool = True) -> dict:
+                    keep: int = 3, replayable: bool = True,
+                    rounding: dict[str, list[float]] | None = None) -> dict:
     """probe_run.yaml's ``samples`` for those Cosines, computed as the probe does: the
     worst sample by ``metric`` per output, the chosen output (its worst the largest), the
     chosen sample (the worst, or ``badcase``) and its rank there, where the error shows."""
@@ -162,6 +178,10 @@ def samples_summary(cosines: dict[str, list[float]], *, metric: str = "L1",
     rank = 1 + sum(_badness(value(s, output), metric) < mine for s in range(count))
 
     def shows(sample, names_=names):
+        return any(_shows(cosines[n][sample], tolerance,
+                          None if rounding is None else rounding[n][sample]) for n in names_)
+
+    def below(sample, names_=names):
         return any(not cosines[n][sample] >= tolerance for n in names_)
 
     def median(values):
@@ -175,12 +195,15 @@ def samples_summary(cosines: dict[str, list[float]], *, metric: str = "L1",
                          "worst_value": None if value(worst[name], name) != value(worst[name], name)
                          else round(value(worst[name], name), 7),
                          "median_cosine": median(cosines[name]),
-                         "shown_on": sum(shows(s, [name]) for s in range(count))}
+                         "shown_on": sum(shows(s, [name]) for s in range(count)),
+                         "below_tolerance": sum(below(s, [name]) for s in range(count))}
                   for name in names}
     ranked = sorted(range(count), key=lambda s: key(s, output))
     return {"count": count, "metric": metric, "tolerance_cosine": tolerance, "chosen": chosen,
             "chosen_by": "worst" if badcase is None else "given", "output": output,
             "rank": rank, "shown_on": sum(shows(s) for s in range(count)),
+            "below_tolerance": sum(below(s) for s in range(count)),
+            "rounding_factor": None if rounding is None else ROUNDING_FACTOR,
             "spread": len(set(worst.values())) > 1, "outputs": per_output,
             "kept_worst": ranked[:keep], "replayable": replayable}
 
@@ -203,6 +226,6 @@ def write_probe_search(folder: Path, cosines: dict[str, list[float]], *,
     manifest_path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
     text = errors_text if errors_text is not None else sample_errors_text(
         cosines, manifest["samples"]["tolerance_cosine"]
-        if isinstance(manifest["samples"], dict) else 0.999)
+        if isinstance(manifest["samples"], dict) else 0.999, rounding=options.get("rounding"))
     (folder / "sample_errors.csv").write_text(text, encoding="utf-8")
     return folder

@@ -20,7 +20,15 @@ from qcdoctor.engine.reports.json_schemas import report_schema
 from qcdoctor.engine.reports.schema import check_report
 from qcdoctor.engine.reports.terminal import render_terminal
 from qcdoctor.wording import labels
-from tests.qa.badcase_search import CLEAN, EVERY, PROBE, SOME, build_search_case
+from tests.qa.badcase_search import (
+    CLEAN,
+    EVERY,
+    PROBE,
+    SOME,
+    WITHIN,
+    WITHIN_ROUNDING,
+    build_search_case,
+)
 from tests.reports.test_report_language import english_left
 
 # name -> (Cosines, build options, case.yaml keys)
@@ -28,6 +36,8 @@ CASES = {"every": (EVERY, {}, {}),
          "some": (SOME, {}, {}),
          "given": (SOME, {"badcase": 3}, {}),
          "clean": (CLEAN, {}, {}),
+         # below the band on every sample, within the clean model's error on every one
+         "within": (WITHIN, {"rounding": WITHIN_ROUNDING}, {}),
          # case.yaml says no bad case and one frame's numbers: the folder says otherwise
          "stated_none": (EVERY, {}, {"badcase": "none", "evidence": ["single_frame"]})}
 LANGS = ("en", "zh")
@@ -57,10 +67,10 @@ def rules_of(report: dict) -> set[str]:
 def test_the_report_states_the_search_and_the_sample_read(reports):
     assert finding(reports["every", "en"], "LY061") == (
         f"{PROBE}: the bad-case search over 16 samples: the output error shows on 16 of 16 "
-        "samples (Cosine below 0.999); the layers were read on sample 5, the worst by L1 on "
+        "samples (Cosine below 0.999 and, where it was measured, well past the clean model's error); the layers were read on sample 5, the worst by L1 on "
         "output `0`.")
     assert finding(reports["every", "zh"], "LY061") == (
-        f"{PROBE}：对 16 个样本的 badcase 搜索：输出误差出现在其中 16 个样本上（Cosine 低于 0.999）；"
+        f"{PROBE}：对 16 个样本的 badcase 搜索：输出误差出现在其中 16 个样本上（Cosine 低于 0.999，且在测量了干净模型误差时远超它）；"
         "逐层数据取自样本 5，即输出 `0` 上按 L1 最差的样本。")
     assert not rules_of(reports["every", "en"]) & {"LY062", "LY063", "LY064", "LY065"}
 
@@ -69,7 +79,7 @@ def test_a_sample_given_with_badcase_is_ranked(reports):
     report = reports["given", "en"]
     assert finding(report, "LY062") == (
         f"{PROBE}: the bad-case search over 64 samples: the output error shows on 3 of 64 "
-        "samples (Cosine below 0.999); the layers were read on sample 3, chosen with "
+        "samples (Cosine below 0.999 and, where it was measured, well past the clean model's error); the layers were read on sample 3, chosen with "
         "--badcase, rank 16 of 64 by L1 on output `logits` (rank 1 is the worst).")
     # sample 3 does not show the error: read the layers on one that does
     assert "whose Cosine on output `logits` is 0.99987, not below 0.999" in finding(report, "LY065")
@@ -98,6 +108,19 @@ def test_a_search_with_no_sample_showing_the_error(reports):
     assert "badcase" in {m["id"] for m in report["missing"]}
     assert "reproducible_badcase" not in {f["kind"] for f in report["facts"]
                                           if f["type"] == "evidence"}
+
+
+def test_samples_below_the_band_within_the_clean_models_error(reports):
+    """Every sample below the clean band, none past ten times the clean model's error:
+    no bad case (the question for one stays), and the report says the error does not
+    depend on the input, in both languages."""
+    report = reports["within", "en"]
+    text = finding(report, "LY066")
+    assert "on 16 samples an output's Cosine is below 0.999, but every sample is within " \
+           "the clean model's error: none goes past 10 times" in text
+    assert not rules_of(report) & {"LY061", "LY062", "LY063", "LY064"}
+    assert "badcase" in {m["id"] for m in report["missing"]}
+    assert "干净模型的误差之内" in finding(reports["within", "zh"], "LY066")
 
 
 @pytest.mark.parametrize("name", ["every", "some", "given", "stated_none"])
@@ -130,20 +153,25 @@ def test_every_format_renders_the_search(reports, name, lang):
                 if line.strip().startswith("- " + L["qa"]["samples"].split("{")[0]))
     cosines = CASES[name][0]
     count = len(next(iter(cosines.values())))
-    shown = {"every": 16, "some": 3, "given": 3, "clean": 0, "stated_none": 16}[name]
+    shown = {"every": 16, "some": 3, "given": 3, "clean": 0, "within": 0,
+             "stated_none": 16}[name]
     if lang == "en":
         assert f"over the {count} samples: median" in line
-        assert f"the error shows on {shown} of {count} samples (Cosine below 0.999)" in line
+        when = " and past 10 times the clean model's error; below 0.999 on 16" \
+            if name == "within" else ""
+        assert f"the error shows on {shown} of {count} samples (Cosine below 0.999{when})" \
+            in line
     else:
         assert f"在 {count} 个样本上的 Cosine 中位数" in line and f"误差出现在 {shown} 个样本上" in line
-    worst = min(min(v) for v in cosines.values()) if name != "clean" else min(CLEAN["0"])
+    worst = min(min(v) for v in cosines.values())
     assert f"{worst:.6g}" in line
     page = render(report, "html")
     (figure,) = re.findall(r'<figure class="plot" id="plot-samples-0">.*?</figure>', page, re.S)
     assert "<svg " in figure
     texts = re.findall(r"<text\b[^>]*>(.*?)</text>", figure, re.S)
     P = L["view"]["plot"]
-    output = next(iter(cosines)) if name in ("every", "clean", "stated_none") else "logits"
+    output = next(iter(cosines)) if name in ("every", "clean", "within", "stated_none") \
+        else "logits"
     assert P["sample_title"].format(analysis=PROBE, output=output) in texts
     assert P["sample_x"] in texts and P["sample_tolerance"].format(tolerance="0.999") in texts
     chosen = 3 if name == "given" else report["series"]["samples"][0]["chosen"]
