@@ -93,11 +93,26 @@ class SampleSearch:
         steps = 1.0 - self.rounding[sample][output]
         return not error <= ROUNDING_FACTOR * max(steps, 0.0)
 
+    def shows_any(self, sample: int) -> bool:
+        """The error shows on some output of ``sample``."""
+        return any(self.shows(sample, o) for o in range(len(self.outputs)))
+
     def shown_on(self, output: int | None = None) -> int:
         """On how many samples the error shows (``shows``; NaN shows), on ``output`` or
         on any output."""
         outputs = range(len(self.outputs)) if output is None else (output,)
         return sum(any(self.shows(s, o) for o in outputs) for s in range(self.count))
+
+    def fix_samples(self, count: int) -> list[int]:
+        """The samples fix trials measure: the ``count`` worst kept that show the error
+        (all ``count`` worst where none does: a sample within the clean model's error
+        carries no error a fix can take away, and would hold the batch's figure back),
+        with the sample read."""
+        worst = list(self.worst_first[:count])
+        chosen = [s for s in worst if self.shows_any(s)] or worst
+        if self.chosen not in chosen:
+            chosen.append(self.chosen)
+        return chosen
 
     def above_tolerance(self, output: int | None = None) -> int:
         """On how many samples an output's Cosine is below the tolerance."""

@@ -378,12 +378,11 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
 
 
 def _on_worst_samples(baseline: nn.Module, search, count: int, device) -> dict | None:
-    """The fix trials' run and reference on the ``count`` worst samples (the one read
-    included) as one batch; None where their tensors do not stack."""
+    """The fix trials' run and reference on the ``count`` worst samples that show the
+    error (``SampleSearch.fix_samples``; the one read included) as one batch; None where
+    their tensors do not stack."""
     from qcdoctor.probe.fix_samples import stacked
-    chosen = list(search.worst_first[:count])
-    if search.chosen not in chosen:
-        chosen.append(search.chosen)
+    chosen = search.fix_samples(count)
     batch = stacked([search.kept[i] for i in chosen]) if len(chosen) > 1 else None
     if batch is None:
         return None

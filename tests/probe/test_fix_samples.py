@@ -102,3 +102,18 @@ def test_the_report_says_measured_on_the_worst_and_confirmed_on_every_sample(tmp
     assert "FX022" in fired and "FX020" not in fired
     (summary,) = facts["fix_trials"]
     assert summary["samples"] == 16 and summary["measured_on"] == 8 and summary["confirmed"]
+
+
+def test_the_trials_measure_the_worst_samples_that_show_the_error(tmp_path, models):
+    """The clean model's error measured: of the eight worst samples, only the two bright
+    ones the calibrated ranges clip show the error; the others hold the clean model's own
+    error, which no fix takes away. The trials measure the two (and the sample read is one
+    of them)."""
+    from tests.probe.test_badcase_search import BRIGHT
+    fused, qat, _ = models
+    result = compare_models(fused, qat, Samples(samples()), tmp_path / "p",
+                            sensitivity=False, try_fixes=True, fix_samples=8)
+    assert result.samples["rounding_factor"] == 10.0 and result.samples["shown_on"] == 2
+    found = fix_document(tmp_path / "p")["samples"]
+    assert sorted(found["measured_on"]) == sorted(BRIGHT)
+    assert result.samples["chosen"] in BRIGHT
