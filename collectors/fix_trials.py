@@ -45,9 +45,10 @@ SHOWN_PROBLEMS = 3          # problems of one file named in its artifact problem
 # the keys of the file and of one trial or greedy set; greedy, notes and before may be
 # left out or null
 _TOP = ("schema", "metric", "output", "before", "target", "budget", "forwards", "candidates",
-        "trials", "greedy", "notes", "caveats", "before_postprocess", "samples")
-# before is null when the analysis model's output gave no finite figure (its notes say so)
-_OPTIONAL = ("greedy", "notes", "before", "before_postprocess", "samples")
+        "trials", "greedy", "notes", "caveats", "before_postprocess", "samples", "clean")
+# before is null when the analysis model's output gave no finite figure (its notes say so);
+# clean: the clean model's figure, where a probe over many samples measured it
+_OPTIONAL = ("greedy", "notes", "before", "before_postprocess", "samples", "clean")
 # samples: a probe over many samples measured the trials on its worst ones and confirmed
 # the recommended fix on every sample (or says why not)
 _SAMPLES = ("count", "measured_on", "confirmed", "not_confirmed")
@@ -106,7 +107,8 @@ def read_fix_trials(data) -> dict:
                               lambda item, key: r.choice(item, key, CAVEATS)) or [],
            "before_postprocess": r.field(data, "before_postprocess", "",
                                          lambda v, k: _before_postprocess(r, v, k)),
-           "samples": r.field(data, "samples", "", lambda v, k: _samples(r, v, k, metric))}
+           "samples": r.field(data, "samples", "", lambda v, k: _samples(r, v, k, metric)),
+           "clean": r.field(data, "clean", "", r.number, low, high)}
     if r.problems:
         listed = r.problems[:SHOWN_PROBLEMS]
         if len(r.problems) > SHOWN_PROBLEMS:
@@ -361,7 +363,7 @@ def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
               # the report's record keeps its own keys (the before_postprocess fields are
               # the summary fact's)
               **{k: v for k, v in content.items()
-                 if k not in ("trials", "before_postprocess", "samples")},
+                 if k not in ("trials", "before_postprocess", "samples", "clean")},
               "trials": [{**t, "reaches": met(t)} for t in trials]}
     return facts + [record]
 

@@ -344,6 +344,8 @@ def compare_models(baseline: nn.Module | str, analysis: nn.Module, inputs, out_d
                 if on is not None:
                     fix_run, measured["reference"] = on["run"], on["reference"]
                     measured["all_off"] = None          # the comparison's pass was one sample's
+                    if search.rounding:
+                        measured["clean"] = _clean_outputs(trial_copy, adapter, fix_run)
             document = fixes.try_fixes(trial_copy, adapter, fix_run, measured.pop("reference"),
                                        measured.pop("names"), layers.rows,
                                        out / "compare_per_layer_out.csv", tables,
@@ -1164,6 +1166,17 @@ def _rounded_call(analysis: nn.Module, adapter):
         with unclipped(quantizers):
             return analysis(*args, **kwargs)
     return call
+
+
+def _clean_outputs(model: nn.Module, adapter, run) -> list[torch.Tensor] | None:
+    """The model's outputs (one ``run``) with every value rounded to its quantizers' steps
+    and none clipped: the clean model of the bad-case search, for the fix trials' floor;
+    None where a quantizer cannot round so."""
+    call = _rounded_call(model, adapter)
+    if call is None:
+        return None
+    with torch.inference_mode():
+        return [t for _, t in flatten_output(run(call))]
 
 
 def _trial_copy(analysis: nn.Module) -> nn.Module:

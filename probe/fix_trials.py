@@ -76,6 +76,7 @@ from torch import nn
 from qcdoctor.collectors.reading.compare_layers import read_folder
 from qcdoctor.collectors.reading.thresholds import DEFAULT
 from qcdoctor.errors import QcdoctorError
+from qcdoctor.probe.badcase_search import ROUNDING_FACTOR
 from qcdoctor.probe.quantizers import QParams, Quantizer, QuantizerAdapter
 from qcdoctor.probe.sensitivity import METRICS
 from qcdoctor.probe.stats import flatten_output, pair_stats
@@ -305,6 +306,9 @@ class _Search:
         self.ranges, self.swaps = ranges, swaps
         self.before = math.nan
         self.before_error = math.nan
+        # the clean model's error (every value rounded to its steps, none clipped), where
+        # measured: no fix of a range or a granularity goes below it
+        self.clean_error = 0.0
         self.notes: list[str] = []
         self.models_differ = False             # every fake quant off is not the baseline
 
@@ -314,8 +318,10 @@ class _Search:
         return 1.0 - value if self.metric == "Cosine" else value
 
     def removed(self, value: float) -> float:
-        """Share of the error before that ``value`` takes away (unclamped)."""
-        return 1.0 - self.error(value) / self.before_error
+        """Share of the error before that ``value`` takes away (unclamped); of the error
+        beyond the clean model's where that was measured."""
+        return 1.0 - (self.error(value) - self.clean_error) / \
+            (self.before_error - self.clean_error)
 
     def meets(self, value: float) -> bool:
         if not math.isfinite(value):
@@ -669,7 +675,8 @@ def try_fixes(copy: nn.Module, adapter: QuantizerAdapter, run: Callable[[nn.Modu
               outputs_of: Callable[[nn.Module], list[torch.Tensor]] | None = None,
               before_postprocess: dict | None = None,
               all_off: list[torch.Tensor] | None = None,
-              models_differ: bool | None = None) -> dict:
+              models_differ: bool | None = None,
+              clean: list[torch.Tensor] | None = None) -> dict:
     """The fix_trials.yaml document of the trials on ``copy`` (a deep copy of the analysis
     model in eval mode, observers frozen: changed and restored here, never the user's).
 
@@ -683,7 +690,10 @@ def try_fixes(copy: nn.Module, adapter: QuantizerAdapter, run: Callable[[nn.Modu
     post-processing, ``before_postprocess`` ({entries, region_rows}) says so in the file.
     all_off: the measured tensors of the analysis model with every fake quant off, when the
     comparison ran that pass already (the floor of step 4a is not run again);
-    models_differ: what the comparison found of that pass (probe/model_match.py)."""
+    models_differ: what the comparison found of that pass (probe/model_match.py).
+    clean: the measured tensors of the clean model (the copy with every value rounded to
+    its quantizers' steps, none clipped; the bad-case search's clean model's error): the
+    share removed is then of the error beyond it (``clean`` in the file)."""
     quantizers = enabled_quantizers(copy, adapter)
     read = getattr(adapter, "qparams", None)
     swaps = callable(read) and callable(getattr(adapter, "swap", None))
@@ -746,6 +756,7 @@ def try_fixes(copy: nn.Module, adapter: QuantizerAdapter, run: Callable[[nn.Modu
         search.notes.append("no_error: the analysis model's output equals the baseline's; "
                             "there is no error to remove")
     else:
+        _clean_floor(search, document, copy_run, reference, clean)
         read = _reading(compare_table)
         table = tables.get(document["output"]) or []
         prior = _prior(layers, table, read.steps)
@@ -772,6 +783,30 @@ def try_fixes(copy: nn.Module, adapter: QuantizerAdapter, run: Callable[[nn.Modu
     if progress is not None:
         progress("fix trials", copy_run.spent, copy_run.spent)
     return document
+
+
+def _clean_floor(search: _Search, document: dict, copy_run: _Copy,
+                 reference: list[torch.Tensor], clean: list[torch.Tensor] | None) -> None:
+    """The clean model's figure (``document["clean"]``) and, where the error before goes
+    past it as a sample showing the error does (ROUNDING_FACTOR times), the floor the share
+    removed is counted from; within it, the whole error (a fix would otherwise be asked to
+    remove the little the clean model's rounding leaves)."""
+    if clean is None or len(clean) != len(reference):
+        return
+    value = copy_run.metric(reference[copy_run.index], clean[copy_run.index])
+    error = search.error(value)
+    if not math.isfinite(error):
+        return
+    document["clean"] = value
+    if error * ROUNDING_FACTOR < search.before_error:
+        search.clean_error = max(error, 0.0)
+        search.notes.append(f"clean_floor: the clean model's output {search.metric} is "
+                            f"{value:.6g} (every value rounded to its steps, none clipped): "
+                            f"each share removed is of the error beyond it")
+    else:
+        search.notes.append(f"within_clean_model: the output's error is within the clean "
+                            f"model's ({search.metric} {value:.6g}, as the bad-case search "
+                            f"counts it): each share removed is of the whole error")
 
 
 def _qparams(read, quantizer: Quantizer) -> QParams | None:

@@ -117,3 +117,26 @@ def test_the_trials_measure_the_worst_samples_that_show_the_error(tmp_path, mode
     found = fix_document(tmp_path / "p")["samples"]
     assert sorted(found["measured_on"]) == sorted(BRIGHT)
     assert result.samples["chosen"] in BRIGHT
+
+
+def test_the_share_removed_is_of_the_error_beyond_the_clean_models(tmp_path, models):
+    """Over samples with the clean model's error measured, the trials' figures count from
+    it: fix_trials.yaml holds the clean model's figure on the measured batch, a note says
+    which way it was used, every trial's share removed is of the error beyond it, and
+    triage reads the file."""
+    from tests.probe_cases import triaged_case
+    fused, qat, _ = models
+    case = tmp_path / "case"
+    result = compare_models(fused, qat, Samples(samples()), case / "qa_probe",
+                            sensitivity=False, try_fixes=True, fix_samples=8)
+    doc = fix_document(case / "qa_probe")
+    clean, before = doc["clean"], doc["before"]
+    assert before < clean <= 1.0                  # the clips are beyond the clean model
+    assert any(n.startswith("clean_floor:") for n in doc["notes"])
+    for trial in doc["trials"]:
+        expected = 1 - ((1 - trial["after"]) - (1 - clean)) / ((1 - before) - (1 - clean))
+        assert trial["error_removed"] == round(min(1.0, max(0.0, expected)), 4)
+    report, facts = triaged_case(case, "accuracy drops after QAT")
+    assert facts["fix_trials"][0]["measured"] is not None
+    assert not [p for p in facts.get("artifact_problem", []) if "fix_trials" in str(p)]
+    assert result.fix_trials["clean"] == clean
