@@ -52,7 +52,8 @@ _OPTIONAL = ("greedy", "notes", "before", "before_postprocess", "samples", "clea
 # samples: a probe over many samples measured the trials on its worst ones and confirmed
 # the recommended fix on every sample (or says why not)
 _SAMPLES = ("count", "measured_on", "confirmed", "not_confirmed")
-_CONFIRMED = ("samples", "forwards", "median_error_removed", "improved_share", "worst_after")
+_CONFIRMED = ("samples", "forwards", "median_error_removed", "improved_share", "worst_after",
+              "over")
 NOT_CONFIRMED = ("no_fix", "one_pass")
 # before_postprocess (knowledge.md R5.4): the model contains post-processing, and every
 # figure was taken on the tensors entering it (entries: the rows producing them)
@@ -151,13 +152,16 @@ def _index(r: _Reading, value, key: str, count: int) -> int:
 
 
 def _confirmed(r: _Reading, value, key: str, metric: str | None, count: int) -> dict:
-    r.mapping(value, key, _CONFIRMED, ("median_error_removed", "worst_after"))
+    # over: the samples the median and the share are of (those that show the error, where
+    # the clean model's error was measured); files written before it have none (all)
+    r.mapping(value, key, _CONFIRMED, ("median_error_removed", "worst_after", "over"))
     out = {"samples": r.field(value, "samples", key, r.count),
            "forwards": r.field(value, "forwards", key, r.count),
            # below 0 the fix made the median sample worse
            "median_error_removed": r.field(value, "median_error_removed", key, r.number,
                                            -math.inf, 1.0),
            "improved_share": r.field(value, "improved_share", key, r.number, 0.0, 1.0),
+           "over": r.field(value, "over", key, r.count),
            "worst_after": None}
     worst = value.get("worst_after")
     if worst is not None:
@@ -305,6 +309,9 @@ def fix_trial_facts(content: dict, analysis: str, source: str) -> list[dict]:
             "confirmed": bool(confirmed), "not_confirmed": searched["not_confirmed"] or "",
             "confirmed_removed": _or_zero(confirmed.get("median_error_removed")),
             "improved_share": _or_zero(confirmed.get("improved_share")),
+            # the samples the median and the share are of: those showing the error where
+            # the clean model's error was measured, else all
+            "confirmed_over": confirmed.get("over") or searched["count"],
             "worst_after_sample": -1 if worst.get("sample") is None else worst["sample"],
             "worst_after": _or_zero(worst.get("value")),
             # on the median sample the fix removes the target's share of the error

@@ -462,7 +462,7 @@ FACT_TYPES: dict[str, dict[str, Field]] = {
                    "samples": _i(0), "measured_on": _i(0), "confirmed": _b(),
                    "not_confirmed": _s("", "no_fix", "one_pass", default=""),
                    "confirmed_removed": _f(), "improved_share": _f(),
-                   "confirmed_reaches": _b(),
+                   "confirmed_over": _i(0), "confirmed_reaches": _b(),
                    "worst_after_sample": _i(-1), "worst_after": _f()},
     # R5.3 (collectors/model_match.py): the analysis model with every fake quant off against
     # the baseline, from probe_run.yaml's models_match; self_baseline: the baseline is the

@@ -56,11 +56,14 @@ def confirm(baseline: nn.Module, fixed: nn.Module, inputs, search: SampleSearch,
             progress: Callable[[str, int, int], None] | None = None) -> dict:
     """The fix confirmed on every sample: each sample's error before (the search's) and
     after (``fixed`` against ``baseline``, both already in eval mode, observers frozen);
-    the median share of the error removed, the share of samples improved, the worst
-    sample after the fix."""
+    the median share of the error removed and the share of samples improved, over the
+    samples that show the error where the clean model's error was measured (``over``: a
+    sample within the clean model's error holds no error to remove), else over all; the
+    worst sample after the fix, of all."""
     o = search.outputs.index(output)
     key = METRICS[metric]
-    removed, improved, worst = [], 0, None
+    focus = {s for s in range(search.count) if search.shows_any(s)} if search.rounding else set()
+    removed, improved, worst, over = [], 0, None, 0
     for index, sample in each_sample(inputs, max_samples):
         if index >= search.count:
             break
@@ -72,10 +75,13 @@ def confirm(baseline: nn.Module, fixed: nn.Module, inputs, search: SampleSearch,
         after = math.nan if value is None else float(value)
         before_error = error_of(search.value(index, o, metric), metric)
         after_error = error_of(after, metric)
-        if math.isfinite(after_error) and (not math.isfinite(before_error)
-                                           or after_error < before_error):
+        counted = not focus or index in focus
+        over += counted
+        if counted and math.isfinite(after_error) and (not math.isfinite(before_error)
+                                                       or after_error < before_error):
             improved += 1
-        if before_error > 0 and math.isfinite(before_error) and math.isfinite(after_error):
+        if counted and before_error > 0 and math.isfinite(before_error) and \
+                math.isfinite(after_error):
             removed.append(1.0 - after_error / before_error)
         if worst is None or not after_error <= worst[1]:
             worst = (index, after_error if math.isfinite(after_error) else math.inf, after)
@@ -84,7 +90,7 @@ def confirm(baseline: nn.Module, fixed: nn.Module, inputs, search: SampleSearch,
     median = median_of_numbers(removed)
     return {"samples": search.count, "forwards": 2 * search.count,
             "median_error_removed": _rounded(median),
-            "improved_share": round(improved / search.count, 4),
+            "improved_share": round(improved / max(over, 1), 4), "over": over,
             "worst_after": None if worst is None else
             {"sample": worst[0], metric: _rounded(worst[2])}}
 

@@ -140,3 +140,38 @@ def test_the_share_removed_is_of_the_error_beyond_the_clean_models(tmp_path, mod
     assert facts["fix_trials"][0]["measured"] is not None
     assert not [p for p in facts.get("artifact_problem", []) if "fix_trials" in str(p)]
     assert result.fix_trials["clean"] == clean
+
+
+def test_a_clamp_some_inputs_reach_is_found_read_and_fixed_on_the_dataset(tmp_path, models):
+    """The head's output fake quant (a plain torch.ao one) narrowed to half its range:
+    only the samples with the largest logits reach past it. The search finds them (some
+    samples, not all: the clean model's error measured), the reading on the worst by L1
+    locates the clamp at the head, its range is tried first and reaches the target in two passes
+    on the samples that show it, and the fix confirmed on every sample helps the dataset;
+    triaged, the report says on how many samples it shows and that the fix was measured
+    on the worst and confirmed on all (every format, both languages)."""
+    from tests.probe.test_badcase_search import narrowed
+    from tests.probe_cases import triaged_case
+    fused, qat, _ = models
+    case = tmp_path / "case"
+    result = compare_models(fused, narrowed(qat, "output", 0.5), Samples(samples(24, bright=())),
+                            case / "qa_probe", sensitivity=True, try_fixes=True)
+    found = result.samples
+    assert found["rounding_factor"] == 10.0 and 0 < found["shown_on"] < found["count"] == 24
+    search = result.sample_search
+    doc = fix_document(case / "qa_probe")
+    assert doc["candidates"] == ["output"] and doc["forwards"] <= 6
+    assert any(n.startswith("located_first:") for n in doc["notes"])
+    best = result.fix_trials.recommended()
+    assert best["fix"] == "fixed_scale" and best["layers"] == ["output"]
+    # the worst samples that show it, and the sample read (the worst by L1: its clean
+    # model's error may hold most of its own)
+    measured = doc["samples"]["measured_on"]
+    assert all(search.shows_any(s) for s in measured if s != found["chosen"])
+    assert sum(search.shows_any(s) for s in measured) >= 3
+    confirmed = doc["samples"]["confirmed"]
+    assert confirmed["samples"] == 24 and confirmed["improved_share"] >= 0.8
+    assert confirmed["median_error_removed"] >= 0.5
+    report, facts = triaged_case(case, "accuracy drops after QAT")
+    rules = {f["rule"] for f in report["findings"]}
+    assert {"LY061", "LY064", "FX022"} <= rules, rules
