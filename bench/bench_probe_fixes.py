@@ -42,8 +42,7 @@ from bench_probe import ARCHS, kernel_line, models  # noqa: E402
 from timing import interleaved  # noqa: E402
 
 from qcdoctor.probe import compare_models  # noqa: E402
-from tests.probe.test_fix_trials import per_tensor_weights  # noqa: E402
-from tests.probe_nets import inject, network, quantize  # noqa: E402
+from tests.probe_nets import inject, network, per_tensor_weights, quantize  # noqa: E402
 
 TARGET = 10.0
 PASSES = 6

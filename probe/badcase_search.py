@@ -114,7 +114,7 @@ class SampleSearch:
             chosen.append(self.chosen)
         return chosen
 
-    def above_tolerance(self, output: int | None = None) -> int:
+    def count_below_tolerance(self, output: int | None = None) -> int:
         """On how many samples an output's Cosine is below the tolerance."""
         outputs = range(len(self.outputs)) if output is None else (output,)
         return sum(any(self.below_tolerance(s, o) for o in outputs) for s in range(self.count))
@@ -129,14 +129,14 @@ class SampleSearch:
                                 "worst_value": _plain(self.value(worst, o, self.metric)),
                                 "median_cosine": _plain(median_of_numbers(cosines)),
                                 "shown_on": self.shown_on(o),
-                                "below_tolerance": self.above_tolerance(o)}
+                                "below_tolerance": self.count_below_tolerance(o)}
         worst_indices = {entry["worst"] for entry in per_output.values()}
         return {"count": self.count, "metric": self.metric,
                 "tolerance_cosine": self.tolerance,
                 "chosen": self.chosen, "chosen_by": self.how, "output": self.chosen_output,
                 "rank": self.rank(self.chosen),
                 "shown_on": self.shown_on(),
-                "below_tolerance": self.above_tolerance(),
+                "below_tolerance": self.count_below_tolerance(),
                 # the clean model's error measured: a sample shows the error only past
                 # this many times its steps' own
                 "rounding_factor": ROUNDING_FACTOR if self.rounding else None,

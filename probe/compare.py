@@ -389,14 +389,8 @@ def _on_worst_samples(baseline: nn.Module, search, count: int, device) -> dict |
     if batch is None:
         return None
     args, kwargs = call_args(moved_to(batch, device))
-    saved = _Saved(_modules(baseline))
-    try:
-        freeze_observers(baseline)
-        _eval(baseline)
-        with torch.inference_mode():
-            reference = [t for _, t in flatten_output(baseline(*args, **kwargs))]
-    finally:
-        saved.restore()
+    with _frozen_eval(baseline), torch.inference_mode():
+        reference = [t for _, t in flatten_output(baseline(*args, **kwargs))]
     return {"run": lambda model: model(*args, **kwargs), "reference": reference,
             "samples": sorted(chosen)}
 
@@ -418,15 +412,23 @@ def _fix_samples(baseline: nn.Module, trial: nn.Module, inputs, search, on: dict
         found["not_confirmed"] = "one_pass"
         return found
     set_fix(trial, chosen, adapter)             # the copy is let go after this
-    saved = _Saved(_modules(baseline))
-    try:
-        freeze_observers(baseline)
-        _eval(baseline)
+    with _frozen_eval(baseline):
         found["confirmed"] = confirm(baseline, trial, inputs, search, document["output"],
                                      document["metric"], max_samples, to_device, progress)
+    return found
+
+
+@contextmanager
+def _frozen_eval(model: nn.Module):
+    """``model`` in eval mode with its observers frozen; its modes and switches as they
+    were after."""
+    saved = _Saved(_modules(model))
+    try:
+        freeze_observers(model)
+        _eval(model)
+        yield model
     finally:
         saved.restore()
-    return found
 
 
 def _on_copies(args: tuple, kwargs: dict):
@@ -523,13 +525,10 @@ def _before_postprocess(table: Path, rows: list[dict], baseline: nn.Module, tria
     if not entries:
         return None
     base_name = {r.get("mod_name"): r.get("base_mod_name") or r.get("mod_name") for r in rows}
-    saved = _Saved(_modules(baseline))
     try:
         taps = EntryTaps(trial, entries)
         base_taps = EntryTaps(baseline, [base_name.get(n) or n for n in entries])
-        freeze_observers(baseline)
-        _eval(baseline)
-        with torch.inference_mode():
+        with _frozen_eval(baseline), torch.inference_mode():
             reference = [t.clone() for t in base_taps.run(baseline, args, kwargs)]
     except Exception as exc:  # noqa: BLE001 - a model the taps cannot follow: said
         result.warnings.append(f"the model contains post-processing, but the tensors entering "
@@ -537,8 +536,6 @@ def _before_postprocess(table: Path, rows: list[dict], baseline: nn.Module, tria
                                f"({_first_line(exc)}): the fix trials are measured on the "
                                f"model's final outputs")
         return None
-    finally:
-        saved.restore()
     return {"outputs_of": lambda model: taps.run(model, args, kwargs),
             "reference": reference, "names": entries,
             "before_postprocess": {"entries": entries, "region_rows": region}}

@@ -21,8 +21,8 @@ from qcdoctor.collectors.sensitivity import ASCENDING
 from qcdoctor.engine.api.interrupts import HeldInterrupts
 from qcdoctor.errors import QcdoctorError
 from qcdoctor.probe.quantizers import QuantizerAdapter
-from qcdoctor.probe.sensitivity_batched import batched_values
-from qcdoctor.probe.stats import flatten_output, pair_stats
+from qcdoctor.probe.sensitivity_batched import batched_values, output_values
+from qcdoctor.probe.stats import flatten_output
 
 # file-name metric -> pair_stats key (also the collector's name of the metric)
 METRICS = {"L1": "l1", "MSE": "mse", "KL": "kl", "ATOL": "atol", "Cosine": "cosine",
@@ -132,8 +132,7 @@ def sensitivity(analysis, adapter: QuantizerAdapter, run, reference: list[torch.
                 adapter.set_enabled(q, True)
                 outputs = flatten_output(_run_alone(run, analysis, q))
                 adapter.set_enabled(q, False)
-                found = [pair_stats(base, out, (key,))[key]
-                         for base, (_, out) in zip(reference, outputs, strict=True)]
+                found = output_values(reference, [t for _, t in outputs], key)
                 if progress is not None:
                     progress(q.op_name, done + 1, len(quantizers))
             else:

@@ -47,7 +47,13 @@ from torch import nn
 from qcdoctor.collectors.sensitivity import ASCENDING
 from qcdoctor.probe.call_inputs import tensors_mapped
 from qcdoctor.probe.quantizers import Quantizer, QuantizerAdapter
-from qcdoctor.probe.sensitivity_graph import GraphCopies, NotBatched, sites_of
+from qcdoctor.probe.sensitivity_graph import (
+    GraphCopies,
+    NotBatched,
+    repeated,
+    rows_turned,
+    sites_of,
+)
 from qcdoctor.probe.stats import flatten_output, pair_stats
 
 MAX_COPIES = 32                 # copies of the input in one forward, the control included
@@ -67,15 +73,6 @@ def copies_per_forward(args: tuple, kwargs: dict) -> int:
         return tensor
     tensors_mapped((args, kwargs), count)
     return max(2, min(MAX_COPIES, COPY_ELEMENTS // max(1, elements)))
-
-
-def repeated(value, copies: int):
-    """The call's inputs with each tensor repeated ``copies`` times along dimension 0."""
-    def repeat(tensor):
-        if tensor.dim() == 0:
-            raise NotBatched("an input tensor has no batch dimension")
-        return tensor.repeat(copies, *([1] * (tensor.dim() - 1)))
-    return tensors_mapped(value, repeat)
 
 
 def beside_flipped(value):
@@ -116,20 +113,13 @@ def batched_values(model: nn.Module, adapter: QuantizerAdapter, quantizers: list
             outputs = hooks.batched([], 2, lambda: model(*beside_flipped(args),
                                                          **beside_flipped(kwargs)))
             _check_control(_per_copy(outputs, single, 2)[0], single)
-            copies = copies_per_forward(args, kwargs)
-            values: list[list[float | None]] = []
-            for start in range(0, len(quantizers), copies - 1):
-                chunk = list(range(start, min(start + copies - 1, len(quantizers))))
+
+            def forward(chunk):
                 count = len(chunk) + 1
-                outputs = hooks.batched(chunk, count, lambda c=count: model(
-                    *repeated(args, c), **repeated(kwargs, c)))
-                parts = _per_copy(outputs, single, count)
-                _check_control(parts[0], single)
-                for copy in parts[1:]:
-                    values.append([pair_stats(base, out, (key,))[key]
-                                   for base, out in zip(reference, copy, strict=True)])
-                if progress is not None:
-                    progress(quantizers[chunk[-1]].op_name, chunk[-1] + 1, len(quantizers))
+                return hooks.batched(chunk, count, lambda: model(*repeated(args, count),
+                                                                 **repeated(kwargs, count)))
+            values = _in_chunks(list(range(len(quantizers))), forward, single, reference, key,
+                                copies_per_forward(args, kwargs), quantizers, progress)
     finally:
         hooks.remove()
     for index in sorted(hooks.alone):
@@ -138,13 +128,36 @@ def batched_values(model: nn.Module, adapter: QuantizerAdapter, quantizers: list
     return values
 
 
+def output_values(reference: list[torch.Tensor], outputs: list[torch.Tensor],
+                  key: str) -> list[float | None]:
+    """Each output's sensitivity value (``pair_stats`` ``key``) against the reference."""
+    return [pair_stats(base, out, (key,))[key]
+            for base, out in zip(reference, outputs, strict=True)]
+
+
+def _in_chunks(order: list[int], forward, single, reference, key, copies: int,
+               quantizers: list[Quantizer], progress) -> list:
+    """The values of the quantizers in ``order`` (None for the others), ``copies - 1`` a
+    forward: ``forward(chunk)`` gives the flat outputs of the copies (the control first,
+    then one a quantizer of the chunk); the control must be the single run's ``single``."""
+    values: list = [None] * len(quantizers)
+    for start in range(0, len(order), copies - 1):
+        chunk = order[start:start + copies - 1]
+        parts = _per_copy(forward(chunk), single, len(chunk) + 1)
+        _check_control(parts[0], single)
+        for place, index in enumerate(chunk, 1):
+            values[index] = output_values(reference, parts[place], key)
+        if progress is not None:
+            progress(quantizers[chunk[-1]].op_name, start + len(chunk), len(quantizers))
+    return values
+
+
 def _over_graph(model, adapter, quantizers, owners, args, kwargs, reference, key, progress):
     """The values of ``batched_values`` with the copies run over the FX graph from their
     quantizers on (probe/sensitivity_graph.py); the copies of a forward are quantizers
     next to each other in the graph."""
     graph = GraphCopies(model, args, kwargs)
-    values: list = [None] * len(quantizers)
-    single = [t for _, t in flatten_output(graph.single())]
+    single = _flat(graph.single())
     with torch.inference_mode():
         output, _ = graph.run(2, grown_inputs=dict(zip(graph.inputs, beside_flipped(args),
                                                        strict=True)), learn=True)
@@ -153,25 +166,20 @@ def _over_graph(model, adapter, quantizers, owners, args, kwargs, reference, key
         order = [i for _, i in sorted((graph.position[s[0]], i)
                                       for i, s in enumerate(sites) if s)]
         alone = [i for i, s in enumerate(sites) if not s]
-        copies = copies_per_forward(args, kwargs)
 
         def turn(index, on):
             adapter.set_enabled(quantizers[index], on)
-        for start in range(0, len(order), copies - 1):
-            chunk = order[start:start + copies - 1]
+
+        def forward(chunk):
             at: dict = {}
             for place, index in enumerate(chunk, 1):
                 for node in sites[index]:
                     at.setdefault(node, []).append((place, index))
             output, shared = graph.run(len(chunk) + 1, sites=at, turn=turn)
-            alone += [index for _, index in shared]
-            parts = _per_copy(_flat(output), single, len(chunk) + 1)
-            _check_control(parts[0], single)
-            for place, index in enumerate(chunk, 1):
-                values[index] = [pair_stats(base, out, (key,))[key]
-                                 for base, out in zip(reference, parts[place], strict=True)]
-            if progress is not None:
-                progress(quantizers[chunk[-1]].op_name, start + len(chunk), len(quantizers))
+            alone.extend(index for _, index in shared)
+            return _flat(output)
+        values = _in_chunks(order, forward, single, reference, key,
+                            copies_per_forward(args, kwargs), quantizers, progress)
     for index in sorted(set(alone)):
         values[index] = _alone(model, adapter, quantizers[index], args, kwargs, reference, key)
     return values
@@ -206,7 +214,7 @@ class _Hooks:
         """The single forward, every quantizer off; the batch size at each hooked call."""
         self.recording = True
         try:
-            outputs = [t for _, t in flatten_output(forward())]
+            outputs = _flat(forward())
         finally:
             self.recording = False
         return outputs
@@ -214,7 +222,7 @@ class _Hooks:
     def batched(self, chunk: list[int], count: int, forward) -> list[torch.Tensor]:
         self.copy_of = {index: place + 1 for place, index in enumerate(chunk)}
         self.count, self.calls = count, {}
-        return [t for _, t in flatten_output(forward())]
+        return _flat(forward())
 
     def _hook(self, module, args, kwargs, output):
         if self.inside:
@@ -240,27 +248,20 @@ class _Hooks:
                              f"{known[call]} x {self.count} copies")
         if not mine:
             return None
-        if not isinstance(output, torch.Tensor):
-            raise NotBatched(f"{type(module).__name__} returns no single tensor")
         rows = known[call]
-        output = output.clone()
+        calls = []
         for index in mine:
             place = self.copy_of[index]
             part = slice(place * rows, (place + 1) * rows)
-            sliced = tensors_mapped(args, lambda t, p=part: t[p].clone())
-            sliced_kw = tensors_mapped(kwargs, lambda t, p=part: t[p].clone())
-            quantizer = self.quantizers[index]
-            self.adapter.set_enabled(quantizer, True)
-            self.inside = True
-            try:
-                again = module.forward(*sliced, **sliced_kw)
-            finally:
-                self.inside = False
-                self.adapter.set_enabled(quantizer, False)
-            if not isinstance(again, torch.Tensor) or again.shape != output[part].shape:
-                raise NotBatched(f"{type(module).__name__} gives another shape on one copy")
-            output[part] = again
-        return output
+            calls.append((part, tensors_mapped(args, lambda t, p=part: t[p].clone()),
+                          tensors_mapped(kwargs, lambda t, p=part: t[p].clone()),
+                          lambda on, q=self.quantizers[index]: self._switch(q, on)))
+        return rows_turned(output, calls, module, type(module).__name__)
+
+    def _switch(self, quantizer, on: bool) -> None:
+        """The quantizer on for one copy's call again (no hook of this pass inside it)."""
+        self.adapter.set_enabled(quantizer, on)
+        self.inside = on
 
     def remove(self):
         for handle in self.handles:
@@ -322,11 +323,10 @@ def _alone(model, adapter, quantizer, args, kwargs, reference, key) -> list[floa
     adapter.set_enabled(quantizer, True)
     try:
         with torch.inference_mode():
-            outputs = [t for _, t in flatten_output(model(*args, **kwargs))]
+            outputs = _flat(model(*args, **kwargs))
     finally:
         adapter.set_enabled(quantizer, False)
-    return [pair_stats(base, out, (key,))[key]
-            for base, out in zip(reference, outputs, strict=True)]
+    return output_values(reference, outputs, key)
 
 
 def _check_one_alone(model, adapter, quantizers, values, args, kwargs, reference, key) -> None:

@@ -117,7 +117,7 @@ class GraphCopies:
                     node, lambda m: self._copies(m, env, grown, count))))
                 self._check_size(node, value, count, learn)
             elif here and any(self.dependent[m] for m in node.all_input_nodes):
-                value = _repeated(self.kept[node], count)
+                value = repeated(self.kept[node], count)
             else:
                 # unchanged; a quantizer on a constant (a parameter) is left to the caller
                 shared.extend(here)
@@ -125,8 +125,8 @@ class GraphCopies:
             if here and not self._rows_apart(node, grown):
                 shared.extend(here)            # no copy's rows to turn: one at a time
                 here = []
-            for copy, quantizer in here:
-                value = self._turned(node, value, copy, quantizer, env, grown, turn)
+            if here:
+                value = self._turned(node, value, here, env, grown, turn)
             env[node] = value
             grown.add(node)
             for done in [m for m in node.all_input_nodes if m in env
@@ -146,7 +146,7 @@ class GraphCopies:
             return kept
         if self.major.get(node) is False:
             raise NotBatched(f"node {node.name}: its first dimension is not the batch")
-        return _repeated(kept, count)
+        return repeated(kept, count)
 
     def _rows_apart(self, node, grown) -> bool:
         """Whether one copy's rows of ``node`` and of its inputs on the copies can be
@@ -179,31 +179,22 @@ class GraphCopies:
         elif self.major.get(node) and not major:
             raise NotBatched(f"node {node.name}: the copies are not its first dimension")
 
-    def _turned(self, node, value, copy, quantizer, env, grown, turn):
-        """``value`` with copy ``copy`` computed again with ``quantizer`` on."""
-        if not isinstance(value, torch.Tensor):
-            raise NotBatched(f"node {node.name} gives no single tensor")
+    def _turned(self, node, value, here, env, grown, turn):
+        """``value`` with each pair's copy computed again with its quantizer on."""
         rows = _first_size(self.kept[node])
-        part = slice(copy * rows, (copy + 1) * rows)
 
-        def one_copy(m):
-            if m not in grown:
-                kept = self.kept[m]
-                return tensors_mapped(kept, torch.Tensor.clone) if self.dependent[m] else kept
-            size = _first_size(self.kept[m])
-            return tensors_mapped(env[m], lambda t, s=size: t[copy * s:(copy + 1) * s].clone())
-        module = self.modules[node]
-        args, kwargs = self._read(node, one_copy)
-        turn(quantizer, True)
-        try:
-            again = module.forward(*args, **kwargs)
-        finally:
-            turn(quantizer, False)
-        if not isinstance(again, torch.Tensor) or again.shape != value[part].shape:
-            raise NotBatched(f"node {node.name} gives another shape on one copy")
-        value = value.clone() if value is self.kept[node] else value
-        value[part] = again
-        return value
+        def one_copy(copy):
+            def read(m):
+                if m not in grown:
+                    kept = self.kept[m]
+                    return tensors_mapped(kept, torch.Tensor.clone) if self.dependent[m] \
+                        else kept
+                size = _first_size(self.kept[m])
+                return tensors_mapped(env[m], lambda t: t[copy * size:(copy + 1) * size].clone())
+            return read
+        calls = [(slice(copy * rows, (copy + 1) * rows), *self._read(node, one_copy(copy)),
+                  lambda on, q=quantizer: turn(q, on)) for copy, quantizer in here]
+        return rows_turned(value, calls, self.modules[node], f"node {node.name}")
 
     @staticmethod
     def _read(node, value_of):
@@ -236,12 +227,34 @@ def sites_of(model: fx.GraphModule, owners: list[nn.Module]) -> list[list[fx.Nod
     return [found[id(o)] for o in owners]
 
 
-def _repeated(value, count: int):
+def repeated(value, count: int):
+    """``value`` with each tensor repeated ``count`` times along dimension 0 (one copy of
+    the batch each)."""
     def repeat(tensor):
         if tensor.dim() == 0:
             raise NotBatched("a value of the batch has no batch dimension")
         return tensor.repeat(count, *([1] * (tensor.dim() - 1)))
     return tensors_mapped(value, repeat)
+
+
+def rows_turned(value, calls: list, module: nn.Module, name: str) -> torch.Tensor:
+    """A copy of ``value`` (the output of ``module`` on every copy, all quantizers off)
+    whose rows are computed again, each call ``(rows, args, kwargs, switch)`` with one
+    quantizer switched on by ``switch(True)`` and off again after: that copy's values.
+    (A copy: the output may be an input itself, a fake quant switched off gives it back.)"""
+    if not isinstance(value, torch.Tensor):
+        raise NotBatched(f"{name} gives no single tensor")
+    value = value.clone()
+    for rows, args, kwargs, switch in calls:
+        switch(True)
+        try:
+            again = module.forward(*args, **kwargs)
+        finally:
+            switch(False)
+        if not isinstance(again, torch.Tensor) or again.shape != value[rows].shape:
+            raise NotBatched(f"{name} gives another shape on one copy")
+        value[rows] = again
+    return value
 
 
 def _first_size(value, default: int | None = None) -> int:

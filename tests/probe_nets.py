@@ -300,6 +300,17 @@ def inject(qat: nn.Module, layer, *, scale_factor: float | None = None,
     return faulty
 
 
+def narrowed(qat: nn.Module, layer: str, factor: float) -> nn.Module:
+    """A copy of ``qat`` whose (torch.ao, plain) output fake quant of ``layer`` covers
+    ``factor`` of its calibrated range: a clamp the probe can round past."""
+    faulty = copy.deepcopy(qat)
+    observer = faulty.get_submodule(observer_of(faulty, layer)).activation_post_process
+    with torch.no_grad():
+        observer.min_val.mul_(factor)
+        observer.max_val.mul_(factor)
+    return faulty
+
+
 def fixed_quantizer(calibrated, *, scale_factor=None, bits=None, coarse=None):
     scale, zero_point = (float(v) for v in calibrated.calculate_qparams())
     qmin, qmax = calibrated.quant_min, calibrated.quant_max

@@ -26,8 +26,8 @@ from qcdoctor.wording import labels  # noqa: E402
 from tests.probe_cases import triaged_case  # noqa: E402
 from tests.probe_nets import (  # noqa: E402
     inject,
+    narrowed,
     network,
-    observer_of,
     one_thread,  # noqa: F401 - an autouse fixture: one torch thread here
     quantize,
 )
@@ -171,17 +171,6 @@ def test_a_search_folder_is_triaged_as_the_profilers_badcase_is(tmp_path, models
     problems = [f for f in facts.get("problem", []) if "badcase" in str(f) or
                 "sample_errors" in str(f)]
     assert not problems, problems
-
-
-def narrowed(qat, layer: str, factor: float):
-    """A copy of ``qat`` whose (torch.ao, plain) output fake quant of ``layer`` covers
-    ``factor`` of its calibrated range: a clamp the probe can round past."""
-    faulty = copy.deepcopy(qat)
-    observer = faulty.get_submodule(observer_of(faulty, layer)).activation_post_process
-    with torch.no_grad():
-        observer.min_val.mul_(factor)
-        observer.max_val.mul_(factor)
-    return faulty
 
 
 def finding_ids(report) -> set[str]:

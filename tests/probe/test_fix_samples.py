@@ -15,7 +15,7 @@ yaml = pytest.importorskip("yaml")
 from qcdoctor.probe import Samples, compare_models  # noqa: E402
 from qcdoctor.probe.fix_samples import stacked  # noqa: E402
 from tests.probe.test_badcase_search import LAYER, resnet10, samples  # noqa: E402
-from tests.probe_nets import inject, one_thread  # noqa: E402, F401 - one torch thread here
+from tests.probe_nets import inject, narrowed, one_thread  # noqa: E402, F401 - one torch thread here
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +150,6 @@ def test_a_clamp_some_inputs_reach_is_found_read_and_fixed_on_the_dataset(tmp_pa
     on the samples that show it, and the fix confirmed on every sample helps the dataset;
     triaged, the report says on how many samples it shows and that the fix was measured
     on the worst and confirmed on all (every format, both languages)."""
-    from tests.probe.test_badcase_search import narrowed
     from tests.probe_cases import triaged_case
     fused, qat, _ = models
     case = tmp_path / "case"

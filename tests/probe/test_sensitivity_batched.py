@@ -75,6 +75,25 @@ def tables(base, qat, x, out, metric, batched: bool, monkeypatch) -> tuple[dict,
     return result.sensitivity, counted.calls
 
 
+def figures(rows: list[tuple]) -> dict:
+    """A sensitivity table's values by (op, sensitive type)."""
+    return {(r[0], r[1]): r[3] for r in rows}
+
+
+def whole_model_runs(monkeypatch) -> list:
+    """A list that gets an entry each time the copies go through the whole model (the
+    hooks of sensitivity_batched) instead of over the graph."""
+    from qcdoctor.probe import sensitivity_batched
+    runs = []
+    real = sensitivity_batched._Hooks.__init__
+
+    def spy(self, *args, **kwargs):
+        runs.append(True)
+        real(self, *args, **kwargs)
+    monkeypatch.setattr(sensitivity_batched._Hooks, "__init__", spy)
+    return runs
+
+
 @pytest.mark.parametrize("arch", ["resnet10", "tinyvit", "eager_toy"])
 @pytest.mark.parametrize("metric", ["L1", "Cosine"])
 def test_batched_tables_are_the_one_at_a_time_tables(tmp_path, monkeypatch, arch, metric):
@@ -85,8 +104,7 @@ def test_batched_tables_are_the_one_at_a_time_tables(tmp_path, monkeypatch, arch
                                     monkeypatch)
     assert set(alone) == set(batched)
     for name, rows in alone.items():
-        got = {(r[0], r[1]): r[3] for r in batched[name]}
-        want = {(r[0], r[1]): r[3] for r in rows}
+        got, want = figures(batched[name]), figures(rows)
         assert got.keys() == want.keys() and len(rows) == count
         top = max(abs(v) for v in want.values())
         # the same figures but for the order float sums run in (a batch takes other
@@ -118,13 +136,17 @@ def test_every_switch_is_as_it_was(monkeypatch):
     assert len(rows[0]) == len(quantizers)
 
 
-class MixesCopies(nn.Module):
-    """Subtracts the batch mean: the copies of one input are no longer apart."""
+class ConvHead(nn.Module):
+    """A conv and a linear head; each test model below calls them its own way."""
 
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(3, 4, 3, padding=1)
         self.head = nn.Linear(4, 3)
+
+
+class MixesCopies(ConvHead):
+    """Subtracts the batch mean: the copies of one input are no longer apart."""
 
     def forward(self, x):
         y = self.conv(x)
@@ -132,13 +154,8 @@ class MixesCopies(nn.Module):
         return self.head(y.mean((2, 3)))
 
 
-class FirstRowOnly(nn.Module):
+class FirstRowOnly(ConvHead):
     """Keeps the batch's first row only: its output does not grow with a batch."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 4, 3, padding=1)
-        self.head = nn.Linear(4, 3)
 
     def forward(self, x):
         return self.head(self.conv(x).mean((2, 3))[:1])
@@ -184,21 +201,15 @@ def test_a_sequence_first_layout_is_measured_alone_where_it_is(tmp_path, monkeyp
     x = example(8)
     alone, _ = tables(base, qat, x, tmp_path / "alone", "L1", False, monkeypatch)
     batched, _ = tables(base, qat, x, tmp_path / "batched", "L1", True, monkeypatch)
-    want = {(r[0], r[1]): r[3] for r in alone["0"]}
-    got = {(r[0], r[1]): r[3] for r in batched["0"]}
+    want, got = figures(alone["0"]), figures(batched["0"])
     assert got.keys() == want.keys()
     assert all(got[k] == want[k] for k in want if k[0] == "proj")
     assert all(math.isclose(got[k], want[k], rel_tol=1e-4) for k in want)
 
 
-class WritesInPlace(nn.Module):
+class WritesInPlace(ConvHead):
     """Adds to a value in place after another node read it: the graph's values depend on
     the order the nodes run in."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 4, 3, padding=1)
-        self.head = nn.Linear(4, 3)
 
     def forward(self, x):
         y = self.conv(x)
@@ -231,8 +242,7 @@ def test_a_graph_whose_copies_cannot_run_from_their_quantizers_gives_the_same_fi
     alone, _ = tables(base, qat, x, tmp_path / "alone", "L1", False, monkeypatch)
     batched, _ = tables(base, qat, x, tmp_path / "batched", "L1", True, monkeypatch)
     assert refused, "the run over the graph should have been refused"
-    want = {(r[0], r[1]): r[3] for r in alone["0"]}
-    got = {(r[0], r[1]): r[3] for r in batched["0"]}
+    want, got = figures(alone["0"]), figures(batched["0"])
     assert got.keys() == want.keys()
     assert all(math.isclose(got[k], want[k], rel_tol=1e-4, abs_tol=1e-9) for k in want)
 
@@ -242,15 +252,8 @@ def test_fx_models_run_their_copies_over_the_graph(tmp_path, monkeypatch, arch):
     """resnet10 (an in-place ReLU after each residual add) and TinyViT (attention laid
     out heads first: its quantizers there are measured one at a time): the run over the
     graph is taken, not the whole model per batch."""
-    from qcdoctor.probe import sensitivity_batched
     base, qat, x = built(arch)
-    whole = []
-    real = sensitivity_batched._Hooks.__init__
-
-    def spy(self, *args, **kwargs):
-        whole.append(arch)
-        real(self, *args, **kwargs)
-    monkeypatch.setattr(sensitivity_batched._Hooks, "__init__", spy)
+    whole = whole_model_runs(monkeypatch)
     tables(base, qat, x, tmp_path / arch, "L1", True, monkeypatch)
     assert not whole
 
@@ -258,21 +261,14 @@ def test_fx_models_run_their_copies_over_the_graph(tmp_path, monkeypatch, arch):
 def test_a_graph_too_large_to_keep_runs_its_copies_whole(tmp_path, monkeypatch):
     """Beyond KEPT_BYTES of kept values the graph run is refused before any copy runs;
     the copies then go through the whole model, with the same figures."""
-    from qcdoctor.probe import sensitivity_batched, sensitivity_graph
+    from qcdoctor.probe import sensitivity_graph
     base, qat, x = built("resnet10")
     batched, _ = tables(base, qat, x, tmp_path / "graph", "L1", True, monkeypatch)
     monkeypatch.setattr(sensitivity_graph, "KEPT_BYTES", 1024)
-    whole = []
-    real = sensitivity_batched._Hooks.__init__
-
-    def spy(self, *args, **kwargs):
-        whole.append(True)
-        real(self, *args, **kwargs)
-    monkeypatch.setattr(sensitivity_batched._Hooks, "__init__", spy)
+    whole = whole_model_runs(monkeypatch)
     capped, _ = tables(base, qat, x, tmp_path / "whole", "L1", True, monkeypatch)
     assert whole
-    want = {(r[0], r[1]): r[3] for r in batched["0"]}
-    got = {(r[0], r[1]): r[3] for r in capped["0"]}
+    want, got = figures(batched["0"]), figures(capped["0"])
     top = max(abs(v) for v in want.values())
     assert got.keys() == want.keys()
     assert all(math.isclose(got[k], want[k], rel_tol=1e-3, abs_tol=1e-4 * top) for k in want)
